@@ -1,0 +1,61 @@
+// The in-process change feed: every committed event, in sequence order, for the streams
+// (WatchStock, Feed, StreamOrderUpdates) and for waking the Kafka relay.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "events/v1/events.pb.h"
+
+namespace feed::core {
+
+using EventPtr = std::shared_ptr<const events::v1::Event>;
+
+class ChangeListener {
+ public:
+  virtual ~ChangeListener() = default;
+  // Called on the writer thread after each commit, events in sequence order. Must not block
+  // and must not call back into the ChangeFeed.
+  virtual void OnEvents(const std::vector<EventPtr>& events) = 0;
+};
+
+class ChangeFeed {
+ public:
+  explicit ChangeFeed(size_t retention) : retention_(retention) {}
+
+  struct Attach {
+    // Retained events with sequence > after_sequence, to deliver before the live ones.
+    std::vector<EventPtr> replay;
+    // True when events after after_sequence are no longer retained.
+    bool gap = false;
+    // The newest sequence published when attaching.
+    uint64_t last_sequence = 0;
+    uint64_t oldest_retained = 0;
+  };
+
+  // Registers `listener` and returns, atomically with it, the retained events after
+  // `after_sequence`: replay then live delivery has no gap and no duplicate.
+  // after_sequence = UINT64_MAX attaches for live events only.
+  Attach Subscribe(ChangeListener* listener, uint64_t after_sequence);
+  // After it returns, `listener` is never called again.
+  void Unsubscribe(ChangeListener* listener);
+  // Writer only.
+  void Publish(const std::vector<EventPtr>& events);
+  // Sets the sequence already committed at startup (nothing retained before it).
+  void Reset(uint64_t last_sequence);
+
+  uint64_t last_sequence() const;
+  size_t listeners() const;
+
+ private:
+  const size_t retention_;
+  mutable std::mutex mu_;
+  std::vector<ChangeListener*> listeners_;
+  std::deque<EventPtr> retained_;
+  uint64_t last_sequence_ = 0;
+};
+
+}  // namespace feed::core

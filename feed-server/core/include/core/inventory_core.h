@@ -1,0 +1,120 @@
+// The inventory core: the single writer (sequencer) that owns every mutation, plus reads
+// of committed state. No gRPC types: adapters translate.
+//
+// Mutations are asynchronous: each call validates its request on the caller's thread, queues
+// a command for the writer thread and returns. The writer applies a batch of commands to its
+// in-memory state, commits their state changes, idempotency records and outbox events in one
+// WriteBatch (group commit), then runs each `done` on the writer thread, then publishes the
+// events to the change feed. `done` therefore sees a durable result; it must not block.
+//
+// Idempotency: a mutation whose request carries an idempotency_key is applied at most once
+// per key within options.idempotency_retention_ms; the same key with the same request gets
+// the first response back (replayed = true), with a different request ALREADY_EXISTS. Failed
+// commands change nothing and record nothing, so they may be retried with the same key.
+//
+// Errors: INVALID_ARGUMENT (names the field), NOT_FOUND, FAILED_PRECONDITION (insufficient
+// stock names the SKU and what is available; wrong state names the state), ALREADY_EXISTS,
+// RESOURCE_EXHAUSTED (writer queue full), UNAVAILABLE (shutting down or storage failed).
+#pragma once
+
+#include <functional>
+#include <future>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/statusor.h"
+#include "core/change_feed.h"
+#include "core/clock.h"
+#include "core/options.h"
+#include "inventory/v1/inventory.pb.h"
+#include "order/v1/order.pb.h"
+#include "storage/store.h"
+
+namespace feed::core {
+
+template <class T>
+using Done = absl::AnyInvocable<void(absl::StatusOr<T>) &&>;
+
+struct ExpireResult {
+  size_t expired_holds = 0;
+  size_t expired_orders = 0;
+};
+
+struct CoreStats {
+  uint64_t batches = 0;
+  uint64_t commands = 0;
+  uint64_t events = 0;
+  size_t queue_depth = 0;
+  size_t held_reservations = 0;
+  size_t stock_levels = 0;
+  uint64_t last_sequence = 0;
+};
+
+class InventoryCore {
+ public:
+  // Recovers state from `store` (stock levels, open holds, next sequence), checks the
+  // invariants, and starts the writer thread. `store` and `clock` must outlive the core.
+  static absl::StatusOr<std::unique_ptr<InventoryCore>> Open(storage::Store& store,
+                                                             const Clock& clock,
+                                                             const CoreOptions& options);
+  ~InventoryCore();
+
+  // Stops accepting commands (UNAVAILABLE), applies and completes those already queued,
+  // stops the writer. Idempotent.
+  void Shutdown();
+
+  void AdjustStock(inventory::v1::AdjustStockRequest request,
+                   Done<inventory::v1::AdjustStockResponse> done);
+  void Reserve(inventory::v1::ReserveRequest request, Done<inventory::v1::ReserveResponse> done);
+  void Commit(inventory::v1::CommitRequest request, Done<inventory::v1::CommitResponse> done);
+  void Release(inventory::v1::ReleaseRequest request, Done<inventory::v1::ReleaseResponse> done);
+  void CreateOrder(order::v1::CreateOrderRequest request,
+                   Done<order::v1::CreateOrderResponse> done);
+  void PayOrder(order::v1::PayOrderRequest request, Done<order::v1::OrderResponse> done);
+  void AdvanceOrder(order::v1::AdvanceOrderRequest request, Done<order::v1::OrderResponse> done);
+  void CancelOrder(order::v1::CancelOrderRequest request, Done<order::v1::OrderResponse> done);
+  // Expires the holds (and their CONFIRMED orders) whose expires_at <= clock now.
+  void ExpireDue(Done<ExpireResult> done);
+
+  // Reads of committed state; any thread, never through the writer.
+  absl::StatusOr<inventory::v1::GetStockResponse> GetStock(
+      const inventory::v1::GetStockRequest& request) const;
+  absl::StatusOr<inventory::v1::Reservation> GetReservation(std::string_view id) const;
+  absl::StatusOr<order::v1::Order> GetOrder(std::string_view id) const;
+  // Every level matching `filter` (empty = all; empty location = every location) from one
+  // consistent view, and the last sequence that view includes.
+  absl::Status SnapshotStock(const std::vector<inventory::v1::StockKey>& filter,
+                             const std::function<void(inventory::v1::StockLevel&&)>& fn,
+                             uint64_t* as_of_sequence) const;
+
+  ChangeFeed& change_feed();
+  const CoreOptions& options() const;
+  CoreStats stats() const;
+  // OK while the core accepts commands.
+  absl::Status health() const;
+
+  class Impl;
+
+ private:
+  explicit InventoryCore(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Blocking convenience for tests, tools and benchmarks: calls `method` and waits.
+template <class Resp, class Req>
+absl::StatusOr<Resp> CallSync(InventoryCore& core,
+                              void (InventoryCore::*method)(Req, Done<Resp>), Req request) {
+  std::promise<absl::StatusOr<Resp>> promise;
+  auto future = promise.get_future();
+  (core.*method)(std::move(request),
+                 [&promise](absl::StatusOr<Resp> r) { promise.set_value(std::move(r)); });
+  return future.get();
+}
+
+// The seed's status strings ("CONFIRMED", "PACKING", ...).
+std::string_view OrderStatusName(order::v1::OrderStatus status);
+bool IsTerminal(order::v1::OrderStatus status);
+
+}  // namespace feed::core

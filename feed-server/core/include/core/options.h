@@ -1,0 +1,49 @@
+// Limits and tunables of the core. Every limit is enforced with INVALID_ARGUMENT naming the
+// field, or RESOURCE_EXHAUSTED for queue depths.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace feed::core {
+
+struct Limits {
+  // sku, location, reservation/order/customer ids and idempotency keys: 1..max_id_length
+  // characters of [A-Za-z0-9._:/@-] (plus '-' and '_'); no spaces or control characters.
+  size_t max_id_length = 128;
+  // Quantity of one line, and |quantity| of an adjustment.
+  int64_t max_quantity = 1'000'000;
+  size_t max_lines_per_request = 100;
+  // Keys in one GetStock / WatchStock / Feed subscribe.
+  size_t max_keys_per_read = 1000;
+  // Free-text fields (reason, details, payment reference).
+  size_t max_text_length = 512;
+  int64_t min_hold_ttl_ms = 1'000;
+  int64_t max_hold_ttl_ms = 7LL * 24 * 3600 * 1000;
+};
+
+struct CoreOptions {
+  Limits limits;
+  // Location used when a mutation names none.
+  std::string default_location = "default";
+  int64_t default_hold_ttl_ms = 15 * 60 * 1000;
+  // How long an idempotency key is remembered.
+  int64_t idempotency_retention_ms = 24LL * 3600 * 1000;
+  // Most commands the writer applies in one WriteBatch.
+  size_t max_batch_commands = 1024;
+  // Commands waiting for the writer; beyond it calls fail fast with RESOURCE_EXHAUSTED.
+  size_t max_queue_depth = 100'000;
+  // Committed events kept in memory so streams can resume from a sequence number.
+  size_t change_feed_retention = 100'000;
+  // The writer expires due holds this often; 0 disables the automatic sweep (tests call
+  // ExpireDue themselves with a fake clock).
+  int64_t sweep_interval_ms = 1'000;
+  // Most holds expired in one sweep batch (the rest wait for the next sweep).
+  size_t max_expiries_per_sweep = 10'000;
+  // Called on the writer thread after each committed batch. Must not block.
+  std::function<void(size_t commands, size_t events, double commit_seconds)> on_batch_committed;
+};
+
+}  // namespace feed::core

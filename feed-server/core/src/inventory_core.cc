@@ -1,0 +1,1233 @@
+// The single writer. See inventory_core.h for the contract.
+//
+// Why one writer: every mutation of stock goes through one thread, so there is no lock on
+// the hot path, the outbox sequence is trivially gap-free, and many commands share one
+// WriteBatch and one WAL sync (group commit). Reads never come here: they go to the store,
+// which only ever holds committed state.
+#include "core/inventory_core.h"
+
+#include <condition_variable>
+#include <deque>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "core/strings.h"
+#include "core/validation.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "internal/v1/records.pb.h"
+#include "spdlog/spdlog.h"
+
+namespace feed::core {
+
+using events::v1::Event;
+using inventory::v1::Reservation;
+using inventory::v1::StockLevel;
+using order::v1::Order;
+using order::v1::OrderStatus;
+using storage::Table;
+
+std::string_view OrderStatusName(OrderStatus status) {
+  switch (status) {
+    case order::v1::ORDER_STATUS_CONFIRMED: return "CONFIRMED";
+    case order::v1::ORDER_STATUS_PAID: return "PAID";
+    case order::v1::ORDER_STATUS_PACKING: return "PACKING";
+    case order::v1::ORDER_STATUS_DISPATCHED: return "DISPATCHED";
+    case order::v1::ORDER_STATUS_DELIVERED: return "DELIVERED";
+    case order::v1::ORDER_STATUS_CANCELLED: return "CANCELLED";
+    case order::v1::ORDER_STATUS_EXPIRED: return "EXPIRED";
+    default: return "UNSPECIFIED";
+  }
+}
+
+bool IsTerminal(OrderStatus status) {
+  return status == order::v1::ORDER_STATUS_DELIVERED ||
+         status == order::v1::ORDER_STATUS_CANCELLED || status == order::v1::ORDER_STATUS_EXPIRED;
+}
+
+namespace {
+
+constexpr std::string_view kStockChanged = "inventory.stock.changed";
+constexpr std::string_view kOrderStatusChanged = "order.status.changed";
+constexpr std::string_view kOrderReceipt = "order.receipt";
+
+std::string_view ReservationStateName(inventory::v1::ReservationState s) {
+  switch (s) {
+    case inventory::v1::RESERVATION_STATE_HELD: return "HELD";
+    case inventory::v1::RESERVATION_STATE_COMMITTED: return "COMMITTED";
+    case inventory::v1::RESERVATION_STATE_RELEASED: return "RELEASED";
+    case inventory::v1::RESERVATION_STATE_EXPIRED: return "EXPIRED";
+    default: return "UNSPECIFIED";
+  }
+}
+
+// (sku, location) -> "sku\0location": sorts by SKU, so a SKU's locations are one prefix scan.
+std::string LevelKey(std::string_view sku, std::string_view location) {
+  std::string key;
+  key.reserve(sku.size() + 1 + location.size());
+  key.append(sku);
+  key.push_back('\0');
+  key.append(location);
+  return key;
+}
+
+std::pair<std::string_view, std::string_view> SplitLevelKey(std::string_view key) {
+  size_t zero = key.find('\0');
+  return {key.substr(0, zero), key.substr(zero + 1)};
+}
+
+// Stable across processes and builds (unlike std::hash or absl::Hash): FNV-1a, 64 bits.
+uint64_t Fnv1a(std::string_view a, std::string_view b) {
+  uint64_t h = 1469598103934665603ULL;
+  for (std::string_view part : {a, std::string_view("\0", 1), b}) {
+    for (unsigned char c : part) {
+      h ^= c;
+      h *= 1099511628211ULL;
+    }
+  }
+  return h;
+}
+
+// The request without its idempotency key, canonically serialized, hashed with the method.
+template <class Req>
+uint64_t Fingerprint(std::string_view method, Req& request) {
+  std::string key = std::move(*request.mutable_idempotency_key());
+  request.clear_idempotency_key();
+  std::string bytes;
+  {
+    google::protobuf::io::StringOutputStream out(&bytes);
+    google::protobuf::io::CodedOutputStream coded(&out);
+    coded.SetSerializationDeterministic(true);
+    request.SerializeToCodedStream(&coded);
+  }
+  request.set_idempotency_key(std::move(key));
+  return Fnv1a(method, bytes);
+}
+
+struct Level {
+  int64_t on_hand = 0;
+  int64_t reserved = 0;
+  uint64_t version = 0;
+  bool allow_backorder = false;
+  int64_t updated_at_ms = 0;
+  uint64_t sequence = 0;
+};
+
+void FillLevel(std::string_view key, const Level& l, StockLevel* out) {
+  auto [sku, location] = SplitLevelKey(key);
+  out->set_sku(std::string(sku));
+  out->set_location(std::string(location));
+  out->set_on_hand(l.on_hand);
+  out->set_reserved(l.reserved);
+  out->set_available(l.on_hand - l.reserved);
+  out->set_version(l.version);
+  out->set_allow_backorder(l.allow_backorder);
+  out->set_updated_at_ms(l.updated_at_ms);
+  out->set_sequence(l.sequence);
+}
+
+// Lines naming the same level are summed; order of first appearance is kept.
+struct AggregatedLine {
+  std::string key;
+  std::string sku;
+  std::string location;
+  int64_t quantity;
+  int first_index;
+};
+
+template <class LineT>
+void Aggregate(const google::protobuf::RepeatedPtrField<LineT>& lines,
+               std::vector<AggregatedLine>* out) {
+  for (int i = 0; i < lines.size(); ++i) {
+    std::string key = LevelKey(lines[i].sku(), lines[i].location());
+    bool merged = false;
+    for (auto& a : *out) {
+      if (a.key == key) {
+        a.quantity += lines[i].quantity();
+        merged = true;
+        break;
+      }
+    }
+    if (!merged) {
+      out->push_back({std::move(key), lines[i].sku(), lines[i].location(), lines[i].quantity(),
+                      static_cast<int>(out->size())});
+    }
+  }
+}
+
+}  // namespace
+
+// Everything a batch of commands writes; committed as one WriteBatch.
+struct Batch {
+  std::unique_ptr<storage::WriteGroup> group;
+  std::vector<std::shared_ptr<Event>> events;
+  absl::flat_hash_set<std::string> dirty_levels;
+  // Overlays: what earlier commands of this batch wrote, not yet visible in the store.
+  absl::flat_hash_map<std::string, Order> orders;
+  absl::flat_hash_set<std::string> dirty_orders;
+  absl::flat_hash_map<std::string, internal::v1::IdempotencyRecord> idempotency;
+  absl::flat_hash_map<std::string, Reservation> closed;
+  int64_t now_ms = 0;
+};
+
+struct Command {
+  virtual ~Command() = default;
+  virtual void Execute(InventoryCore::Impl& impl, Batch& batch) = 0;
+  virtual void Complete() = 0;
+  virtual void Fail(absl::Status status) = 0;
+};
+
+class InventoryCore::Impl {
+ public:
+  Impl(storage::Store& store, const Clock& clock, const CoreOptions& options)
+      : store_(store), clock_(clock), options_(options), feed_(options.change_feed_retention) {}
+
+  ~Impl() { Shutdown(); }
+
+  absl::Status Recover();
+  void Start() { writer_ = std::thread([this] { WriterLoop(); }); }
+  void Shutdown();
+  void Enqueue(std::unique_ptr<Command> command);
+
+  template <class Req, class Resp>
+  using Handler = absl::Status (Impl::*)(Req&, Batch&, Resp&);
+
+  template <class Req, class Resp>
+  void Submit(std::string_view method, Req request, Done<Resp> done,
+              absl::Status (*validate)(Req&, const CoreOptions&), Handler<Req, Resp> handler);
+
+  template <class Req, class Resp>
+  absl::StatusOr<Resp> RunIdempotent(std::string_view method, uint64_t fingerprint, Req& request,
+                                     Batch& b, Handler<Req, Resp> handler);
+
+  // Handlers: check everything first, then change state; an error leaves no trace.
+  absl::Status DoAdjust(inventory::v1::AdjustStockRequest& r, Batch& b,
+                        inventory::v1::AdjustStockResponse& out);
+  absl::Status DoReserve(inventory::v1::ReserveRequest& r, Batch& b,
+                         inventory::v1::ReserveResponse& out);
+  absl::Status DoCommit(inventory::v1::CommitRequest& r, Batch& b,
+                        inventory::v1::CommitResponse& out);
+  absl::Status DoRelease(inventory::v1::ReleaseRequest& r, Batch& b,
+                         inventory::v1::ReleaseResponse& out);
+  absl::Status DoCreateOrder(order::v1::CreateOrderRequest& r, Batch& b,
+                             order::v1::CreateOrderResponse& out);
+  absl::Status DoPayOrder(order::v1::PayOrderRequest& r, Batch& b, order::v1::OrderResponse& out);
+  absl::Status DoAdvanceOrder(order::v1::AdvanceOrderRequest& r, Batch& b,
+                              order::v1::OrderResponse& out);
+  absl::Status DoCancelOrder(order::v1::CancelOrderRequest& r, Batch& b,
+                             order::v1::OrderResponse& out);
+  void DoExpire(Batch& b, ExpireResult& out);
+
+  // Reads.
+  absl::Status ReadLevels(const storage::ReadView& view,
+                          const google::protobuf::RepeatedPtrField<inventory::v1::StockKey>& keys,
+                          const std::function<void(StockLevel&&)>& fn,
+                          const std::function<void(const inventory::v1::StockKey&)>& missing) const;
+
+  storage::Store& store_;
+  const Clock& clock_;
+  const CoreOptions options_;
+  ChangeFeed feed_;
+
+  // Queue between callers and the writer.
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::unique_ptr<Command>> queue_;
+  bool stopping_ = false;
+  absl::Status failed_;  // set once a commit fails: the in-memory state is then ahead of disk
+  std::thread writer_;
+
+  std::atomic<uint64_t> stat_batches_{0}, stat_commands_{0}, stat_events_{0};
+  std::atomic<size_t> stat_holds_{0}, stat_levels_{0};
+
+  // Writer-owned state.
+  absl::flat_hash_map<std::string, Level> levels_;
+  absl::flat_hash_map<std::string, Reservation> holds_;
+  std::set<std::pair<int64_t, std::string>> expiry_index_;
+  uint64_t next_sequence_ = 1;
+  std::string store_id_;
+  int64_t next_sweep_ms_ = 0;
+
+ private:
+  void WriterLoop();
+  void ProcessBatch(std::vector<std::unique_ptr<Command>>& commands, bool sweep);
+
+  Event* NewEvent(Batch& b, std::string_view type, std::string key);
+  void ChangeLevel(Batch& b, const std::string& key, Level& level, int64_t delta_on_hand,
+                   int64_t delta_reserved, events::v1::StockChangeCause cause,
+                   const std::string& reservation_id, const std::string& order_id,
+                   const std::string& reason, StockLevel* out);
+  absl::Status CheckAvailable(const std::vector<AggregatedLine>& lines, std::string_view field);
+  absl::Status CheckReservationIdFree(Batch& b, const std::string& id);
+  Reservation& HoldLines(Batch& b, const std::vector<AggregatedLine>& lines, std::string id,
+                         const std::string& order_id, int64_t ttl_ms, bool owned_by_order,
+                         google::protobuf::RepeatedPtrField<StockLevel>* levels);
+  absl::StatusOr<Reservation*> FindOpenHold(Batch& b, const std::string& id);
+  Reservation CloseHold(Batch& b, Reservation& hold, inventory::v1::ReservationState state,
+                        events::v1::StockChangeCause cause, const std::string& reason,
+                        google::protobuf::RepeatedPtrField<StockLevel>* levels);
+  absl::StatusOr<std::optional<Reservation>> FindClosed(Batch& b, const std::string& id);
+  absl::StatusOr<Order*> LoadOrder(Batch& b, const std::string& id);
+  void SetOrderStatus(Batch& b, Order& order, OrderStatus status, const std::string& details);
+  absl::StatusOr<std::optional<internal::v1::IdempotencyRecord>> FindIdempotency(
+      Batch& b, const std::string& key);
+};
+
+namespace {
+
+template <class Req, class Resp>
+struct RpcCommand final : Command {
+  std::string_view method;
+  InventoryCore::Impl::Handler<Req, Resp> handler;
+  Req request;
+  uint64_t fingerprint = 0;
+  Done<Resp> done;
+  absl::StatusOr<Resp> result = absl::InternalError("command not executed");
+
+  void Execute(InventoryCore::Impl& impl, Batch& b) override {
+    result = impl.RunIdempotent<Req, Resp>(method, fingerprint, request, b, handler);
+  }
+  void Complete() override { std::move(done)(std::move(result)); }
+  void Fail(absl::Status status) override { std::move(done)(std::move(status)); }
+};
+
+struct ExpireCommand final : Command {
+  Done<ExpireResult> done;
+  ExpireResult result;
+  void Execute(InventoryCore::Impl& impl, Batch& b) override { impl.DoExpire(b, result); }
+  void Complete() override { std::move(done)(result); }
+  void Fail(absl::Status status) override { std::move(done)(std::move(status)); }
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
+// Recovery and the writer loop.
+
+absl::Status InventoryCore::Impl::Recover() {
+  auto next = store_.Get(Table::kMeta, storage::meta_keys::kNextSequence);
+  if (!next.ok()) return next.status();
+  if (next->has_value()) {
+    auto seq = storage::DecodeSequence(**next);
+    if (!seq) return absl::DataLossError("meta next_sequence is corrupt");
+    next_sequence_ = *seq;
+  }
+  auto id = store_.Get(Table::kMeta, storage::meta_keys::kStoreId);
+  if (!id.ok()) return id.status();
+  if (id->has_value()) {
+    store_id_ = **id;
+  } else {
+    // A new store: a random id keeps event ids unique across stores that restart at 1.
+    std::random_device rd;
+    uint64_t v = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+    char hex[17];
+    snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(v));
+    store_id_ = hex;
+    auto group = store_.NewWriteGroup();
+    group->Put(Table::kMeta, storage::meta_keys::kStoreId, store_id_);
+    if (auto s = store_.Commit(*group); !s.ok()) return s;
+  }
+
+  absl::Status parse_error;
+  auto s = store_.Scan(Table::kStock, "", "", [&](std::string_view key, std::string_view value) {
+    StockLevel p;
+    if (!p.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
+      parse_error = absl::DataLossError(StrCat("stock level record is corrupt"));
+      return false;
+    }
+    levels_[std::string(key)] = Level{p.on_hand(), p.reserved(), p.version(), p.allow_backorder(),
+                         p.updated_at_ms(), p.sequence()};
+    return true;
+  });
+  if (!s.ok()) return s;
+  if (!parse_error.ok()) return parse_error;
+
+  absl::flat_hash_map<std::string, int64_t> held;
+  s = store_.Scan(Table::kHolds, "", "", [&](std::string_view key, std::string_view value) {
+    Reservation r;
+    if (!r.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
+      parse_error = absl::DataLossError("hold record is corrupt");
+      return false;
+    }
+    for (const auto& line : r.lines()) held[LevelKey(line.sku(), line.location())] += line.quantity();
+    expiry_index_.emplace(r.expires_at_ms(), r.reservation_id());
+    holds_.emplace(std::string(key), std::move(r));
+    return true;
+  });
+  if (!s.ok()) return s;
+  if (!parse_error.ok()) return parse_error;
+
+  // The invariants of DESIGN section 3, checked on every start.
+  for (const auto& [key, level] : levels_) {
+    auto it = held.find(key);
+    int64_t sum = it == held.end() ? 0 : it->second;
+    auto [sku, location] = SplitLevelKey(key);
+    if (sum != level.reserved) {
+      return absl::DataLossError(StrCat("invariant broken: sku '", sku, "' at '", location,
+                                              "' has reserved ", level.reserved,
+                                              " but its open holds sum to ", sum));
+    }
+    if (!level.allow_backorder && level.on_hand - level.reserved < 0) {
+      return absl::DataLossError(StrCat("invariant broken: sku '", sku, "' at '", location,
+                                              "' has negative available"));
+    }
+  }
+  for (const auto& [key, sum] : held) {
+    if (!levels_.contains(key)) {
+      return absl::DataLossError("invariant broken: a hold names a level that does not exist");
+    }
+  }
+  feed_.Reset(next_sequence_ - 1);
+  stat_holds_ = holds_.size();
+  stat_levels_ = levels_.size();
+  next_sweep_ms_ = clock_.NowMillis() + options_.sweep_interval_ms;
+  spdlog::info("core: recovered {} stock levels, {} open holds, next sequence {}, store id {}",
+               levels_.size(), holds_.size(), next_sequence_, store_id_);
+  return absl::OkStatus();
+}
+
+void InventoryCore::Impl::Shutdown() {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_ && !writer_.joinable()) return;
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (writer_.joinable() && writer_.get_id() != std::this_thread::get_id()) writer_.join();
+}
+
+void InventoryCore::Impl::Enqueue(std::unique_ptr<Command> command) {
+  absl::Status reject;
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) {
+      reject = absl::UnavailableError("the server is shutting down");
+    } else if (!failed_.ok()) {
+      reject = failed_;
+    } else if (queue_.size() >= options_.max_queue_depth) {
+      reject = absl::ResourceExhaustedError(StrCat(
+          "writer queue is full (", options_.max_queue_depth, " commands); retry with backoff"));
+    } else {
+      queue_.push_back(std::move(command));
+    }
+  }
+  if (!reject.ok()) {
+    command->Fail(std::move(reject));
+    return;
+  }
+  cv_.notify_one();
+}
+
+void InventoryCore::Impl::WriterLoop() {
+  std::vector<std::unique_ptr<Command>> commands;
+  commands.reserve(options_.max_batch_commands);
+  while (true) {
+    bool stop = false;
+    {
+      std::unique_lock lock(mu_);
+      auto ready = [&] { return !queue_.empty() || stopping_; };
+      if (options_.sweep_interval_ms > 0) {
+        int64_t wait_ms = std::max<int64_t>(0, next_sweep_ms_ - clock_.NowMillis());
+        cv_.wait_for(lock, std::chrono::milliseconds(wait_ms), ready);
+      } else {
+        cv_.wait(lock, ready);
+      }
+      while (!queue_.empty() && commands.size() < options_.max_batch_commands) {
+        commands.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
+      stop = stopping_ && queue_.empty();
+    }
+    bool sweep = options_.sweep_interval_ms > 0 && clock_.NowMillis() >= next_sweep_ms_;
+    if (!commands.empty() || sweep) ProcessBatch(commands, sweep);
+    commands.clear();
+    if (stop) break;
+  }
+}
+
+void InventoryCore::Impl::ProcessBatch(std::vector<std::unique_ptr<Command>>& commands,
+                                       bool sweep) {
+  {
+    std::lock_guard lock(mu_);
+    if (!failed_.ok()) {
+      for (auto& c : commands) c->Fail(failed_);
+      return;
+    }
+  }
+  Batch b;
+  b.group = store_.NewWriteGroup();
+  b.now_ms = clock_.NowMillis();
+  for (auto& c : commands) c->Execute(*this, b);
+  if (sweep) {
+    ExpireResult ignored;
+    DoExpire(b, ignored);
+    next_sweep_ms_ = b.now_ms + options_.sweep_interval_ms;
+  }
+
+  for (const auto& key : b.dirty_levels) {
+    StockLevel p;
+    FillLevel(key, levels_[key], &p);
+    b.group->Put(Table::kStock, key, p.SerializeAsString());
+  }
+  for (const auto& id : b.dirty_orders) {
+    b.group->Put(Table::kOrders, id, b.orders[id].SerializeAsString());
+  }
+  for (const auto& e : b.events) {
+    b.group->Put(Table::kOutbox, storage::EncodeSequence(e->sequence()), e->SerializeAsString());
+  }
+
+  if (b.group->Count() > 0) {
+    b.group->Put(Table::kMeta, storage::meta_keys::kNextSequence,
+                 storage::EncodeSequence(next_sequence_));
+    auto started = std::chrono::steady_clock::now();
+    absl::Status s = store_.Commit(*b.group);
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    if (!s.ok()) {
+      // The in-memory state is now ahead of the disk. Crash-only: refuse everything until a
+      // restart recovers the committed state. No caller was told this batch succeeded.
+      spdlog::critical("core: commit failed, refusing all further commands: {}", s.ToString());
+      absl::Status failed = absl::UnavailableError(
+          StrCat("storage commit failed (", s.message(), "); the server must restart"));
+      {
+        std::lock_guard lock(mu_);
+        failed_ = failed;
+      }
+      for (auto& c : commands) c->Fail(failed);
+      return;
+    }
+    if (options_.on_batch_committed) {
+      options_.on_batch_committed(commands.size(), b.events.size(), seconds);
+    }
+  }
+  stat_batches_.fetch_add(1, std::memory_order_relaxed);
+  stat_commands_.fetch_add(commands.size(), std::memory_order_relaxed);
+  stat_events_.fetch_add(b.events.size(), std::memory_order_relaxed);
+  stat_holds_.store(holds_.size(), std::memory_order_relaxed);
+  stat_levels_.store(levels_.size(), std::memory_order_relaxed);
+
+  for (auto& c : commands) c->Complete();
+  if (!b.events.empty()) {
+    std::vector<EventPtr> published(b.events.begin(), b.events.end());
+    feed_.Publish(published);
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Idempotency.
+
+template <class Req, class Resp>
+void InventoryCore::Impl::Submit(std::string_view method, Req request, Done<Resp> done,
+                                 absl::Status (*validate)(Req&, const CoreOptions&),
+                                 Handler<Req, Resp> handler) {
+  if (absl::Status s = validate(request, options_); !s.ok()) {
+    std::move(done)(std::move(s));
+    return;
+  }
+  auto command = std::make_unique<RpcCommand<Req, Resp>>();
+  command->method = method;
+  command->handler = handler;
+  // Hashing here keeps the work off the writer thread.
+  if (!request.idempotency_key().empty()) command->fingerprint = Fingerprint(method, request);
+  command->request = std::move(request);
+  command->done = std::move(done);
+  Enqueue(std::move(command));
+}
+
+absl::StatusOr<std::optional<internal::v1::IdempotencyRecord>>
+InventoryCore::Impl::FindIdempotency(Batch& b, const std::string& key) {
+  if (auto it = b.idempotency.find(key); it != b.idempotency.end()) return it->second;
+  auto stored = store_.Get(Table::kIdempotency, key);
+  if (!stored.ok()) return stored.status();
+  if (!stored->has_value()) return std::optional<internal::v1::IdempotencyRecord>();
+  int64_t created_at_ms = 0;
+  std::string_view payload;
+  internal::v1::IdempotencyRecord record;
+  if (!storage::DecodeTimestamped(**stored, &created_at_ms, &payload) ||
+      !record.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
+    return absl::DataLossError(StrCat("idempotency record for key '", key, "' is corrupt"));
+  }
+  if (b.now_ms - created_at_ms > options_.idempotency_retention_ms) {
+    return std::optional<internal::v1::IdempotencyRecord>();  // expired: the key is free again
+  }
+  return record;
+}
+
+template <class Req, class Resp>
+absl::StatusOr<Resp> InventoryCore::Impl::RunIdempotent(std::string_view method,
+                                                        uint64_t fingerprint, Req& request,
+                                                        Batch& b, Handler<Req, Resp> handler) {
+  const std::string& key = request.idempotency_key();
+  if (!key.empty()) {
+    auto found = FindIdempotency(b, key);
+    if (!found.ok()) return found.status();
+    if (found->has_value()) {
+      const auto& record = **found;
+      if (record.method() != method) {
+        return absl::AlreadyExistsError(StrCat("idempotency_key '", key,
+                                                     "' was already used with ", record.method(),
+                                                     "; use a new key for ", method));
+      }
+      if (record.fingerprint() != fingerprint) {
+        return absl::AlreadyExistsError(
+            StrCat("idempotency_key '", key, "' was already used with a different ",
+                         method, " request; use a new key for a new request"));
+      }
+      Resp replay;
+      if (!replay.ParseFromString(record.response())) {
+        return absl::DataLossError("stored response for idempotency_key is corrupt");
+      }
+      replay.set_replayed(true);
+      return replay;
+    }
+  }
+  Resp response;
+  if (absl::Status s = (this->*handler)(request, b, response); !s.ok()) return s;
+  if (!key.empty()) {
+    internal::v1::IdempotencyRecord record;
+    record.set_method(std::string(method));
+    record.set_fingerprint(fingerprint);
+    record.set_response(response.SerializeAsString());
+    record.set_created_at_ms(b.now_ms);
+    b.group->Put(Table::kIdempotency, key,
+                 storage::EncodeTimestamped(b.now_ms, record.SerializeAsString()));
+    b.idempotency[key] = std::move(record);
+  }
+  return response;
+}
+
+// ---------------------------------------------------------------------------------------
+// Building blocks.
+
+Event* InventoryCore::Impl::NewEvent(Batch& b, std::string_view type, std::string key) {
+  auto e = std::make_shared<Event>();
+  uint64_t seq = next_sequence_++;
+  e->set_sequence(seq);
+  e->set_event_id(StrCat(store_id_, "-", seq));
+  e->set_type(std::string(type));
+  e->mutable_occurred_at()->set_seconds(b.now_ms / 1000);
+  e->mutable_occurred_at()->set_nanos(static_cast<int32_t>((b.now_ms % 1000) * 1'000'000));
+  e->set_key(std::move(key));
+  b.events.push_back(e);
+  return e.get();
+}
+
+void InventoryCore::Impl::ChangeLevel(Batch& b, const std::string& key, Level& level,
+                                      int64_t delta_on_hand, int64_t delta_reserved,
+                                      events::v1::StockChangeCause cause,
+                                      const std::string& reservation_id,
+                                      const std::string& order_id, const std::string& reason,
+                                      StockLevel* out) {
+  auto [sku, location] = SplitLevelKey(key);
+  Event* e = NewEvent(b, kStockChanged, std::string(sku));
+  level.on_hand += delta_on_hand;
+  level.reserved += delta_reserved;
+  level.version += 1;
+  level.updated_at_ms = b.now_ms;
+  level.sequence = e->sequence();
+  b.dirty_levels.insert(key);
+  auto* change = e->mutable_stock_changed();
+  FillLevel(key, level, change->mutable_level());
+  change->set_delta_on_hand(delta_on_hand);
+  change->set_delta_reserved(delta_reserved);
+  change->set_cause(cause);
+  change->set_reservation_id(reservation_id);
+  change->set_order_id(order_id);
+  change->set_reason(reason);
+  if (out) *out = change->level();
+}
+
+absl::Status InventoryCore::Impl::CheckAvailable(const std::vector<AggregatedLine>& lines,
+                                                 std::string_view field) {
+  for (const auto& line : lines) {
+    auto it = levels_.find(line.key);
+    if (it == levels_.end()) {
+      return absl::NotFoundError(StrCat(field, "[", line.first_index, "]: no stock for sku '",
+                                              line.sku, "' at location '", line.location, "'"));
+    }
+    const Level& l = it->second;
+    int64_t available = l.on_hand - l.reserved;
+    if (!l.allow_backorder && available < line.quantity) {
+      return absl::FailedPreconditionError(StrCat(
+          "insufficient stock for sku '", line.sku, "' at location '", line.location,
+          "': requested ", line.quantity, ", available ", std::max<int64_t>(available, 0)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<Reservation>> InventoryCore::Impl::FindClosed(Batch& b,
+                                                                          const std::string& id) {
+  if (auto it = b.closed.find(id); it != b.closed.end()) return it->second;
+  auto stored = store_.Get(Table::kReservations, id);
+  if (!stored.ok()) return stored.status();
+  if (!stored->has_value()) return std::optional<Reservation>();
+  Reservation r;
+  if (!r.ParseFromString(**stored)) return absl::DataLossError("reservation record is corrupt");
+  return r;
+}
+
+absl::Status InventoryCore::Impl::CheckReservationIdFree(Batch& b, const std::string& id) {
+  auto closed = FindClosed(b, id);
+  if (!closed.ok()) return closed.status();
+  if (holds_.contains(id) || closed->has_value()) {
+    return absl::AlreadyExistsError(StrCat("reservation_id '", id, "' already exists"));
+  }
+  return absl::OkStatus();
+}
+
+Reservation& InventoryCore::Impl::HoldLines(Batch& b, const std::vector<AggregatedLine>& lines,
+                                            std::string id, const std::string& order_id,
+                                            int64_t ttl_ms, bool owned_by_order,
+                                            google::protobuf::RepeatedPtrField<StockLevel>* levels) {
+  Reservation r;
+  r.set_reservation_id(id);
+  r.set_order_id(order_id);
+  r.set_state(inventory::v1::RESERVATION_STATE_HELD);
+  r.set_created_at_ms(b.now_ms);
+  r.set_expires_at_ms(b.now_ms + (ttl_ms > 0 ? ttl_ms : options_.default_hold_ttl_ms));
+  r.set_owned_by_order(owned_by_order);
+  for (const auto& line : lines) {
+    auto* l = r.add_lines();
+    l->set_sku(line.sku);
+    l->set_location(line.location);
+    l->set_quantity(line.quantity);
+    ChangeLevel(b, line.key, levels_[line.key], 0, line.quantity,
+                events::v1::STOCK_CHANGE_CAUSE_RESERVE, id, order_id, "",
+                levels ? levels->Add() : nullptr);
+  }
+  b.group->Put(Table::kHolds, id, r.SerializeAsString());
+  expiry_index_.emplace(r.expires_at_ms(), id);
+  return holds_[id] = std::move(r);
+}
+
+absl::StatusOr<Reservation*> InventoryCore::Impl::FindOpenHold(Batch& b, const std::string& id) {
+  auto it = holds_.find(id);
+  if (it == holds_.end()) {
+    auto closed = FindClosed(b, id);
+    if (!closed.ok()) return closed.status();
+    if (closed->has_value()) {
+      return absl::FailedPreconditionError(StrCat(
+          "reservation '", id, "' is already ", ReservationStateName((*closed)->state())));
+    }
+    return absl::NotFoundError(StrCat("reservation '", id, "' not found"));
+  }
+  if (it->second.expires_at_ms() <= b.now_ms) {
+    return absl::FailedPreconditionError(
+        StrCat("reservation '", id, "' expired at ", it->second.expires_at_ms(), " ms"));
+  }
+  return &it->second;
+}
+
+Reservation InventoryCore::Impl::CloseHold(Batch& b, Reservation& hold,
+                                           inventory::v1::ReservationState state,
+                                           events::v1::StockChangeCause cause,
+                                           const std::string& reason,
+                                           google::protobuf::RepeatedPtrField<StockLevel>* levels) {
+  bool commit = state == inventory::v1::RESERVATION_STATE_COMMITTED;
+  for (const auto& line : hold.lines()) {
+    std::string key = LevelKey(line.sku(), line.location());
+    ChangeLevel(b, key, levels_[key], commit ? -line.quantity() : 0, -line.quantity(), cause,
+                hold.reservation_id(), hold.order_id(), reason, levels ? levels->Add() : nullptr);
+  }
+  Reservation closed = std::move(hold);
+  holds_.erase(closed.reservation_id());
+  expiry_index_.erase({closed.expires_at_ms(), closed.reservation_id()});
+  closed.set_state(state);
+  closed.set_closed_at_ms(b.now_ms);
+  closed.set_close_reason(reason);
+  b.group->Delete(Table::kHolds, closed.reservation_id());
+  b.group->Put(Table::kReservations, closed.reservation_id(), closed.SerializeAsString());
+  b.closed[closed.reservation_id()] = closed;
+  return closed;
+}
+
+absl::StatusOr<Order*> InventoryCore::Impl::LoadOrder(Batch& b, const std::string& id) {
+  if (auto it = b.orders.find(id); it != b.orders.end()) return &it->second;
+  auto stored = store_.Get(Table::kOrders, id);
+  if (!stored.ok()) return stored.status();
+  if (!stored->has_value()) {
+    return absl::NotFoundError(StrCat("order '", id, "' not found"));
+  }
+  Order o;
+  if (!o.ParseFromString(**stored)) return absl::DataLossError("order record is corrupt");
+  return &(b.orders[id] = std::move(o));
+}
+
+void InventoryCore::Impl::SetOrderStatus(Batch& b, Order& order, OrderStatus status,
+                                         const std::string& details) {
+  OrderStatus previous = order.status();
+  Event* e = NewEvent(b, kOrderStatusChanged, order.order_id());
+  order.set_status(status);
+  order.set_details(details);
+  order.set_updated_at_ms(b.now_ms);
+  order.set_sequence(e->sequence());
+  auto* change = e->mutable_order_status_changed();
+  change->set_order_id(order.order_id());
+  change->set_customer_id(order.customer_id());
+  change->set_status(status);
+  change->set_status_name(std::string(OrderStatusName(status)));
+  change->set_previous_status(previous);
+  change->set_details(details);
+  b.dirty_orders.insert(order.order_id());
+}
+
+// ---------------------------------------------------------------------------------------
+// Handlers.
+
+absl::Status InventoryCore::Impl::DoAdjust(inventory::v1::AdjustStockRequest& r, Batch& b,
+                                           inventory::v1::AdjustStockResponse& out) {
+  std::string key = LevelKey(r.sku(), r.location());
+  auto it = levels_.find(key);
+  Level current = it == levels_.end() ? Level{} : it->second;
+  int64_t on_hand = r.mode() == inventory::v1::ADJUST_MODE_SET ? r.quantity()
+                                                                 : current.on_hand + r.quantity();
+  bool backorder = r.has_allow_backorder() ? r.allow_backorder() : current.allow_backorder;
+  if (on_hand < 0) {
+    return absl::FailedPreconditionError(StrCat(
+        "adjustment would make on_hand of sku '", r.sku(), "' at location '", r.location(),
+        "' negative: on_hand ", current.on_hand, ", change ", on_hand - current.on_hand));
+  }
+  if (!backorder && on_hand < current.reserved) {
+    return absl::FailedPreconditionError(StrCat(
+        "adjustment would leave sku '", r.sku(), "' at location '", r.location(),
+        "' with negative available: on_hand ", on_hand, ", reserved ", current.reserved));
+  }
+  Level& level = levels_[key];
+  level.allow_backorder = backorder;
+  ChangeLevel(b, key, level, on_hand - current.on_hand, 0, events::v1::STOCK_CHANGE_CAUSE_ADJUST,
+              "", "", r.reason(), out.mutable_level());
+  out.set_sequence(level.sequence);
+  return absl::OkStatus();
+}
+
+absl::Status InventoryCore::Impl::DoReserve(inventory::v1::ReserveRequest& r, Batch& b,
+                                            inventory::v1::ReserveResponse& out) {
+  std::vector<AggregatedLine> lines;
+  Aggregate(r.lines(), &lines);
+  for (const auto& line : lines) {
+    if (line.quantity > options_.limits.max_quantity) {
+      return absl::InvalidArgumentError(
+          StrCat("lines: total quantity for sku '", line.sku, "' exceeds ",
+                       options_.limits.max_quantity));
+    }
+  }
+  if (auto s = CheckAvailable(lines, "lines"); !s.ok()) return s;
+  std::string id = r.reservation_id();
+  if (id.empty()) {
+    id = StrCat("rsv-", store_id_.substr(0, 6), "-", next_sequence_);
+  } else if (auto s = CheckReservationIdFree(b, id); !s.ok()) {
+    return s;
+  }
+  Reservation& hold = HoldLines(b, lines, id, r.order_id(), r.ttl_ms(), false, out.mutable_levels());
+  *out.mutable_reservation() = hold;
+  out.set_sequence(next_sequence_ - 1);
+  return absl::OkStatus();
+}
+
+absl::Status InventoryCore::Impl::DoCommit(inventory::v1::CommitRequest& r, Batch& b,
+                                           inventory::v1::CommitResponse& out) {
+  auto hold = FindOpenHold(b, r.reservation_id());
+  if (!hold.ok()) return hold.status();
+  if ((*hold)->owned_by_order()) {
+    return absl::FailedPreconditionError(
+        StrCat("reservation '", r.reservation_id(), "' belongs to order '",
+                     (*hold)->order_id(), "'; pay it with OrderService.PayOrder"));
+  }
+  *out.mutable_reservation() =
+      CloseHold(b, **hold, inventory::v1::RESERVATION_STATE_COMMITTED,
+                events::v1::STOCK_CHANGE_CAUSE_COMMIT, "", out.mutable_levels());
+  out.set_sequence(next_sequence_ - 1);
+  return absl::OkStatus();
+}
+
+absl::Status InventoryCore::Impl::DoRelease(inventory::v1::ReleaseRequest& r, Batch& b,
+                                            inventory::v1::ReleaseResponse& out) {
+  auto hold = FindOpenHold(b, r.reservation_id());
+  if (!hold.ok()) return hold.status();
+  if ((*hold)->owned_by_order()) {
+    return absl::FailedPreconditionError(
+        StrCat("reservation '", r.reservation_id(), "' belongs to order '",
+                     (*hold)->order_id(), "'; cancel it with OrderService.CancelOrder"));
+  }
+  *out.mutable_reservation() =
+      CloseHold(b, **hold, inventory::v1::RESERVATION_STATE_RELEASED,
+                events::v1::STOCK_CHANGE_CAUSE_RELEASE, r.reason(), out.mutable_levels());
+  out.set_sequence(next_sequence_ - 1);
+  return absl::OkStatus();
+}
+
+absl::Status InventoryCore::Impl::DoCreateOrder(order::v1::CreateOrderRequest& r, Batch& b,
+                                                order::v1::CreateOrderResponse& out) {
+  google::protobuf::RepeatedPtrField<order::v1::OrderLine> all;
+  for (const auto& item : r.item_ids()) {
+    auto* l = all.Add();
+    l->set_sku(item);
+    l->set_location(options_.default_location);
+    l->set_quantity(1);
+  }
+  for (const auto& line : r.lines()) *all.Add() = line;
+  std::vector<AggregatedLine> lines;
+  Aggregate(all, &lines);
+  for (const auto& line : lines) {
+    if (line.quantity > options_.limits.max_quantity) {
+      return absl::InvalidArgumentError(
+          StrCat("lines: total quantity for sku '", line.sku, "' exceeds ",
+                       options_.limits.max_quantity));
+    }
+  }
+  if (auto s = CheckAvailable(lines, r.item_ids().empty() ? "lines" : "items"); !s.ok()) return s;
+
+  std::string suffix = StrCat(store_id_.substr(0, 6), "-", next_sequence_);
+  std::string order_id = StrCat("ord-", suffix);
+  Reservation& hold =
+      HoldLines(b, lines, StrCat("rsv-", suffix), order_id, r.hold_ttl_ms(), true, nullptr);
+  Order& order = b.orders[order_id];
+  order.set_order_id(order_id);
+  order.set_customer_id(r.customer_id());
+  for (const auto& line : lines) {
+    auto* l = order.add_lines();
+    l->set_sku(line.sku);
+    l->set_location(line.location);
+    l->set_quantity(line.quantity);
+  }
+  order.set_total_amount(r.total_amount());
+  order.set_reservation_id(hold.reservation_id());
+  order.set_created_at_ms(b.now_ms);
+  order.set_hold_expires_at_ms(hold.expires_at_ms());
+  SetOrderStatus(b, order, order::v1::ORDER_STATUS_CONFIRMED, "stock held");
+
+  out.set_order_id(order_id);
+  out.set_status(std::string(OrderStatusName(order::v1::ORDER_STATUS_CONFIRMED)));
+  out.set_timestamp(b.now_ms / 1000);
+  out.set_status_code(order::v1::ORDER_STATUS_CONFIRMED);
+  out.set_reservation_id(hold.reservation_id());
+  out.set_hold_expires_at_ms(hold.expires_at_ms());
+  out.set_sequence(order.sequence());
+  return absl::OkStatus();
+}
+
+absl::Status InventoryCore::Impl::DoPayOrder(order::v1::PayOrderRequest& r, Batch& b,
+                                             order::v1::OrderResponse& out) {
+  auto loaded = LoadOrder(b, r.order_id());
+  if (!loaded.ok()) return loaded.status();
+  Order& order = **loaded;
+  if (order.status() != order::v1::ORDER_STATUS_CONFIRMED) {
+    return absl::FailedPreconditionError(StrCat("order '", order.order_id(), "' is ",
+                                                      OrderStatusName(order.status()),
+                                                      "; only a CONFIRMED order can be paid"));
+  }
+  auto hold = FindOpenHold(b, order.reservation_id());
+  if (!hold.ok()) return hold.status();
+  CloseHold(b, **hold, inventory::v1::RESERVATION_STATE_COMMITTED,
+            events::v1::STOCK_CHANGE_CAUSE_COMMIT, "order paid", nullptr);
+  order.set_payment_reference(r.payment_reference());
+  SetOrderStatus(b, order, order::v1::ORDER_STATUS_PAID, "payment received");
+  Event* e = NewEvent(b, kOrderReceipt, order.order_id());
+  auto* receipt = e->mutable_receipt();
+  receipt->set_order_id(order.order_id());
+  receipt->set_customer_id(order.customer_id());
+  *receipt->mutable_lines() = order.lines();
+  receipt->set_total_amount(order.total_amount());
+  receipt->set_payment_reference(order.payment_reference());
+  receipt->set_reservation_id(order.reservation_id());
+  *out.mutable_order() = order;
+  out.set_sequence(e->sequence());
+  return absl::OkStatus();
+}
+
+absl::Status InventoryCore::Impl::DoAdvanceOrder(order::v1::AdvanceOrderRequest& r, Batch& b,
+                                                 order::v1::OrderResponse& out) {
+  auto loaded = LoadOrder(b, r.order_id());
+  if (!loaded.ok()) return loaded.status();
+  Order& order = **loaded;
+  OrderStatus required = r.target() == order::v1::ORDER_STATUS_PACKING ? order::v1::ORDER_STATUS_PAID
+                         : r.target() == order::v1::ORDER_STATUS_DISPATCHED
+                             ? order::v1::ORDER_STATUS_PACKING
+                             : order::v1::ORDER_STATUS_DISPATCHED;
+  if (order.status() != required) {
+    return absl::FailedPreconditionError(StrCat(
+        "order '", order.order_id(), "' is ", OrderStatusName(order.status()),
+        "; it can move to ", OrderStatusName(r.target()), " only from ",
+        OrderStatusName(required)));
+  }
+  std::string details = r.details().empty()
+                            ? StrCat("order progressed to ", OrderStatusName(r.target()))
+                            : r.details();
+  SetOrderStatus(b, order, r.target(), details);
+  *out.mutable_order() = order;
+  out.set_sequence(order.sequence());
+  return absl::OkStatus();
+}
+
+absl::Status InventoryCore::Impl::DoCancelOrder(order::v1::CancelOrderRequest& r, Batch& b,
+                                                order::v1::OrderResponse& out) {
+  auto loaded = LoadOrder(b, r.order_id());
+  if (!loaded.ok()) return loaded.status();
+  Order& order = **loaded;
+  std::string reason = r.reason().empty() ? "cancelled by request" : r.reason();
+  switch (order.status()) {
+    case order::v1::ORDER_STATUS_CONFIRMED: {
+      auto it = holds_.find(order.reservation_id());
+      if (it == holds_.end()) {
+        return absl::InternalError(StrCat("order '", order.order_id(),
+                                                "' is CONFIRMED but its hold is not open"));
+      }
+      CloseHold(b, it->second, inventory::v1::RESERVATION_STATE_RELEASED,
+                events::v1::STOCK_CHANGE_CAUSE_RELEASE, reason, nullptr);
+      break;
+    }
+    case order::v1::ORDER_STATUS_PAID:
+    case order::v1::ORDER_STATUS_PACKING:
+      // The units left on_hand at payment; they come back.
+      for (const auto& line : order.lines()) {
+        std::string key = LevelKey(line.sku(), line.location());
+        ChangeLevel(b, key, levels_[key], line.quantity(), 0,
+                    events::v1::STOCK_CHANGE_CAUSE_RESTOCK, order.reservation_id(),
+                    order.order_id(), reason, nullptr);
+      }
+      break;
+    default:
+      return absl::FailedPreconditionError(StrCat(
+          "order '", order.order_id(), "' is ", OrderStatusName(order.status()),
+          "; only CONFIRMED, PAID or PACKING orders can be cancelled"));
+  }
+  SetOrderStatus(b, order, order::v1::ORDER_STATUS_CANCELLED, reason);
+  *out.mutable_order() = order;
+  out.set_sequence(order.sequence());
+  return absl::OkStatus();
+}
+
+void InventoryCore::Impl::DoExpire(Batch& b, ExpireResult& out) {
+  std::vector<std::string> due;
+  for (auto it = expiry_index_.begin();
+       it != expiry_index_.end() && it->first <= b.now_ms && due.size() < options_.max_expiries_per_sweep;
+       ++it) {
+    due.push_back(it->second);
+  }
+  for (const auto& id : due) {
+    auto it = holds_.find(id);
+    if (it == holds_.end()) continue;
+    Reservation closed = CloseHold(b, it->second, inventory::v1::RESERVATION_STATE_EXPIRED,
+                                   events::v1::STOCK_CHANGE_CAUSE_EXPIRE, "hold expired", nullptr);
+    ++out.expired_holds;
+    if (!closed.owned_by_order()) continue;
+    auto order = LoadOrder(b, closed.order_id());
+    if (!order.ok()) {
+      spdlog::error("core: expired hold '{}' names order '{}': {}", id, closed.order_id(),
+                    order.status().ToString());
+      continue;
+    }
+    if ((*order)->status() == order::v1::ORDER_STATUS_CONFIRMED) {
+      SetOrderStatus(b, **order, order::v1::ORDER_STATUS_EXPIRED,
+                     "stock hold expired before payment");
+      ++out.expired_orders;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Reads.
+
+absl::Status InventoryCore::Impl::ReadLevels(
+    const storage::ReadView& view,
+    const google::protobuf::RepeatedPtrField<inventory::v1::StockKey>& keys,
+    const std::function<void(StockLevel&&)>& fn,
+    const std::function<void(const inventory::v1::StockKey&)>& missing) const {
+  absl::Status parse_error;
+  auto emit = [&](std::string_view, std::string_view value) {
+    StockLevel level;
+    if (!level.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
+      parse_error = absl::DataLossError("stock level record is corrupt");
+      return false;
+    }
+    fn(std::move(level));
+    return true;
+  };
+  if (keys.empty()) {
+    if (auto s = view.Scan(Table::kStock, "", "", emit); !s.ok()) return s;
+    return parse_error;
+  }
+  for (const auto& key : keys) {
+    bool found = false;
+    auto counting = [&](std::string_view k, std::string_view v) {
+      found = true;
+      return emit(k, v);
+    };
+    if (key.location().empty()) {
+      if (auto s = view.Scan(Table::kStock, "", LevelKey(key.sku(), ""), counting); !s.ok()) {
+        return s;
+      }
+    } else {
+      auto value = view.Get(Table::kStock, LevelKey(key.sku(), key.location()));
+      if (!value.ok()) return value.status();
+      if (value->has_value()) counting("", **value);
+    }
+    if (!parse_error.ok()) return parse_error;
+    if (!found && missing) missing(key);
+  }
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------------------
+// The public face.
+
+InventoryCore::InventoryCore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+InventoryCore::~InventoryCore() = default;
+
+absl::StatusOr<std::unique_ptr<InventoryCore>> InventoryCore::Open(storage::Store& store,
+                                                                   const Clock& clock,
+                                                                   const CoreOptions& options) {
+  if (options.max_batch_commands == 0) {
+    return absl::InvalidArgumentError("max_batch_commands must be at least 1");
+  }
+  auto impl = std::make_unique<Impl>(store, clock, options);
+  if (absl::Status s = impl->Recover(); !s.ok()) return s;
+  impl->Start();
+  return std::unique_ptr<InventoryCore>(new InventoryCore(std::move(impl)));
+}
+
+void InventoryCore::Shutdown() { impl_->Shutdown(); }
+
+void InventoryCore::AdjustStock(inventory::v1::AdjustStockRequest request,
+                                Done<inventory::v1::AdjustStockResponse> done) {
+  impl_->Submit("inventory.v1.AdjustStock", std::move(request), std::move(done), &ValidateAdjust,
+                &Impl::DoAdjust);
+}
+
+void InventoryCore::Reserve(inventory::v1::ReserveRequest request,
+                            Done<inventory::v1::ReserveResponse> done) {
+  impl_->Submit("inventory.v1.Reserve", std::move(request), std::move(done), &ValidateReserve,
+                &Impl::DoReserve);
+}
+
+namespace {
+// Adapts the const-ref validators to Submit's signature.
+template <class Req, absl::Status (*F)(const Req&, const CoreOptions&)>
+absl::Status ByRef(Req& r, const CoreOptions& o) {
+  return F(r, o);
+}
+}  // namespace
+
+void InventoryCore::Commit(inventory::v1::CommitRequest request,
+                           Done<inventory::v1::CommitResponse> done) {
+  impl_->Submit("inventory.v1.Commit", std::move(request), std::move(done),
+                &ByRef<inventory::v1::CommitRequest, ValidateCommit>, &Impl::DoCommit);
+}
+
+void InventoryCore::Release(inventory::v1::ReleaseRequest request,
+                            Done<inventory::v1::ReleaseResponse> done) {
+  impl_->Submit("inventory.v1.Release", std::move(request), std::move(done),
+                &ByRef<inventory::v1::ReleaseRequest, ValidateRelease>, &Impl::DoRelease);
+}
+
+void InventoryCore::CreateOrder(order::v1::CreateOrderRequest request,
+                                Done<order::v1::CreateOrderResponse> done) {
+  impl_->Submit("order.v1.CreateOrder", std::move(request), std::move(done), &ValidateCreateOrder,
+                &Impl::DoCreateOrder);
+}
+
+void InventoryCore::PayOrder(order::v1::PayOrderRequest request,
+                             Done<order::v1::OrderResponse> done) {
+  impl_->Submit("order.v1.PayOrder", std::move(request), std::move(done),
+                &ByRef<order::v1::PayOrderRequest, ValidatePayOrder>, &Impl::DoPayOrder);
+}
+
+void InventoryCore::AdvanceOrder(order::v1::AdvanceOrderRequest request,
+                                 Done<order::v1::OrderResponse> done) {
+  impl_->Submit("order.v1.AdvanceOrder", std::move(request), std::move(done),
+                &ByRef<order::v1::AdvanceOrderRequest, ValidateAdvanceOrder>,
+                &Impl::DoAdvanceOrder);
+}
+
+void InventoryCore::CancelOrder(order::v1::CancelOrderRequest request,
+                                Done<order::v1::OrderResponse> done) {
+  impl_->Submit("order.v1.CancelOrder", std::move(request), std::move(done),
+                &ByRef<order::v1::CancelOrderRequest, ValidateCancelOrder>, &Impl::DoCancelOrder);
+}
+
+void InventoryCore::ExpireDue(Done<ExpireResult> done) {
+  auto command = std::make_unique<ExpireCommand>();
+  command->done = std::move(done);
+  impl_->Enqueue(std::move(command));
+}
+
+absl::StatusOr<inventory::v1::GetStockResponse> InventoryCore::GetStock(
+    const inventory::v1::GetStockRequest& request) const {
+  if (absl::Status s = ValidateGetStock(request, impl_->options_); !s.ok()) return s;
+  inventory::v1::GetStockResponse response;
+  auto view = impl_->store_.Snapshot();
+  absl::Status s = impl_->ReadLevels(
+      *view, request.keys(), [&](StockLevel&& l) { *response.add_levels() = std::move(l); },
+      [&](const inventory::v1::StockKey& k) { *response.add_missing() = k; });
+  if (!s.ok()) return s;
+  return response;
+}
+
+absl::StatusOr<Reservation> InventoryCore::GetReservation(std::string_view id) const {
+  if (absl::Status s = ValidateId("reservation_id", id, impl_->options_.limits); !s.ok()) return s;
+  auto view = impl_->store_.Snapshot();
+  for (Table t : {Table::kHolds, Table::kReservations}) {
+    auto value = view->Get(t, id);
+    if (!value.ok()) return value.status();
+    if (value->has_value()) {
+      Reservation r;
+      if (!r.ParseFromString(**value)) return absl::DataLossError("reservation record is corrupt");
+      return r;
+    }
+  }
+  return absl::NotFoundError(StrCat("reservation '", id, "' not found"));
+}
+
+absl::StatusOr<Order> InventoryCore::GetOrder(std::string_view id) const {
+  if (absl::Status s = ValidateId("order_id", id, impl_->options_.limits); !s.ok()) return s;
+  auto value = impl_->store_.Get(Table::kOrders, id);
+  if (!value.ok()) return value.status();
+  if (!value->has_value()) return absl::NotFoundError(StrCat("order '", id, "' not found"));
+  Order o;
+  if (!o.ParseFromString(**value)) return absl::DataLossError("order record is corrupt");
+  return o;
+}
+
+absl::Status InventoryCore::SnapshotStock(const std::vector<inventory::v1::StockKey>& filter,
+                                          const std::function<void(StockLevel&&)>& fn,
+                                          uint64_t* as_of_sequence) const {
+  auto view = impl_->store_.Snapshot();
+  auto next = view->Get(Table::kMeta, storage::meta_keys::kNextSequence);
+  if (!next.ok()) return next.status();
+  *as_of_sequence = 0;
+  if (next->has_value()) {
+    auto seq = storage::DecodeSequence(**next);
+    if (!seq) return absl::DataLossError("meta next_sequence is corrupt");
+    *as_of_sequence = *seq - 1;
+  }
+  google::protobuf::RepeatedPtrField<inventory::v1::StockKey> keys(filter.begin(), filter.end());
+  return impl_->ReadLevels(*view, keys, fn, nullptr);
+}
+
+ChangeFeed& InventoryCore::change_feed() { return impl_->feed_; }
+const CoreOptions& InventoryCore::options() const { return impl_->options_; }
+
+CoreStats InventoryCore::stats() const {
+  CoreStats s;
+  s.batches = impl_->stat_batches_.load();
+  s.commands = impl_->stat_commands_.load();
+  s.events = impl_->stat_events_.load();
+  s.held_reservations = impl_->stat_holds_.load();
+  s.stock_levels = impl_->stat_levels_.load();
+  s.last_sequence = impl_->feed_.last_sequence();
+  std::lock_guard lock(impl_->mu_);
+  s.queue_depth = impl_->queue_.size();
+  return s;
+}
+
+absl::Status InventoryCore::health() const {
+  std::lock_guard lock(impl_->mu_);
+  if (impl_->stopping_) return absl::UnavailableError("the server is shutting down");
+  return impl_->failed_;
+}
+
+}  // namespace feed::core

@@ -1,0 +1,42 @@
+// A map-backed Store for unit tests of the core and in-memory benchmarks. Not durable.
+#pragma once
+
+#include <array>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "storage/store.h"
+
+namespace feed::storage {
+
+class MemoryStore : public Store {
+ public:
+  explicit MemoryStore(Durability durability = Durability::kSync) : durability_(durability) {}
+
+  std::unique_ptr<WriteGroup> NewWriteGroup() override;
+  absl::Status Commit(WriteGroup& group, CommitMode mode) override;
+  std::unique_ptr<ReadView> Snapshot() const override;
+  Durability durability() const override { return durability_; }
+  absl::StatusOr<std::optional<std::string>> Get(Table table,
+                                                 std::string_view key) const override;
+  absl::Status Scan(Table table, std::string_view start, std::string_view prefix,
+                    const ScanFn& fn) const override;
+
+  // Test hooks.
+  void FailNextCommit(absl::Status status);
+  size_t commits() const;
+  size_t Size(Table table) const;
+
+  using Tables = std::array<std::map<std::string, std::string, std::less<>>, kTableCount>;
+
+ private:
+  Durability durability_;
+  mutable std::mutex mu_;
+  Tables tables_;
+  absl::Status next_commit_status_;
+  size_t commits_ = 0;
+};
+
+}  // namespace feed::storage

@@ -1,0 +1,27 @@
+// The production store: one RocksDB database, one column family per Table.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "storage/store.h"
+
+namespace feed::storage {
+
+struct RocksDbOptions {
+  std::string path = "./data";
+  Durability durability = Durability::kSync;
+  // Idempotency records older than this are dropped by compaction (reads also ignore them).
+  int64_t idempotency_retention_ms = 24LL * 3600 * 1000;
+  // Block cache for reads (GetStock, snapshots).
+  size_t block_cache_bytes = 64u << 20;
+  // Background compaction and flush threads.
+  int background_threads = 2;
+};
+
+// Opens (creating if missing) the database at options.path. Fails with a clear message when
+// the directory is locked by another process or is not a database of ours.
+absl::StatusOr<std::unique_ptr<Store>> OpenRocksDbStore(const RocksDbOptions& options);
+
+}  // namespace feed::storage

@@ -1,0 +1,93 @@
+// The storage seam: an ordered key-value store with tables, atomic write groups and
+// point-in-time views. RocksDB implements it (rocksdb_store.h); a map-backed fake
+// (memory_store.h) serves unit tests and in-memory benchmarks of the core.
+//
+// Thread safety: every method may be called from any thread. A WriteGroup is owned by one
+// thread at a time.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace feed::storage {
+
+// One RocksDB column family each.
+enum class Table : int {
+  kStock = 0,      // (sku, location) -> inventory.v1.StockLevel
+  kHolds,          // reservation id -> inventory.v1.Reservation, HELD ones only
+  kReservations,   // reservation id -> inventory.v1.Reservation, closed ones
+  kOrders,         // order id -> order.v1.Order
+  kIdempotency,    // method/key -> timestamped feed.internal.v1.IdempotencyRecord
+  kOutbox,         // big-endian sequence -> events.v1.Event
+  kMeta,           // named counters and cursors (meta_keys below)
+};
+inline constexpr int kTableCount = 7;
+std::string_view TableName(Table table);
+
+enum class Durability {
+  kSync,   // the WAL is fsynced before Commit returns: survives power loss
+  kAsync,  // the WAL is written but not fsynced: survives a process crash only
+};
+
+// Whether a commit follows the store's durability mode or never syncs (the relay's
+// bookkeeping, which at worst causes a redelivery).
+enum class CommitMode { kConfigured, kNoSync };
+
+class WriteGroup {
+ public:
+  virtual ~WriteGroup() = default;
+  virtual void Put(Table table, std::string_view key, std::string_view value) = 0;
+  virtual void Delete(Table table, std::string_view key) = 0;
+  // Deletes every key in [begin, end).
+  virtual void DeleteRange(Table table, std::string_view begin, std::string_view end) = 0;
+  virtual size_t Count() const = 0;
+  virtual size_t ByteSize() const = 0;
+  virtual void Clear() = 0;
+};
+
+// Called for each entry in key order; return false to stop.
+using ScanFn = std::function<bool(std::string_view key, std::string_view value)>;
+
+class ReadView {
+ public:
+  virtual ~ReadView() = default;
+  virtual absl::StatusOr<std::optional<std::string>> Get(Table table,
+                                                         std::string_view key) const = 0;
+  // Entries with key >= start that begin with prefix (empty prefix: no bound), in order.
+  virtual absl::Status Scan(Table table, std::string_view start, std::string_view prefix,
+                            const ScanFn& fn) const = 0;
+};
+
+class Store : public ReadView {
+ public:
+  virtual std::unique_ptr<WriteGroup> NewWriteGroup() = 0;
+  // Applies every operation of the group atomically: all or nothing, even across a crash.
+  virtual absl::Status Commit(WriteGroup& group, CommitMode mode = CommitMode::kConfigured) = 0;
+  // A consistent point-in-time view of every table.
+  virtual std::unique_ptr<ReadView> Snapshot() const = 0;
+  virtual Durability durability() const = 0;
+};
+
+// Key and value encodings shared by the writer and the relay.
+std::string EncodeSequence(uint64_t sequence);  // 8 bytes, big-endian: sorts numerically
+std::optional<uint64_t> DecodeSequence(std::string_view bytes);
+
+// Values of Table::kIdempotency start with an 8-byte big-endian creation time (ms since the
+// epoch) so that the store can drop expired records during compaction.
+std::string EncodeTimestamped(int64_t created_at_ms, std::string_view payload);
+bool DecodeTimestamped(std::string_view value, int64_t* created_at_ms, std::string_view* payload);
+
+namespace meta_keys {
+inline constexpr std::string_view kNextSequence = "next_sequence";  // EncodeSequence
+inline constexpr std::string_view kStoreId = "store_id";            // 16 hex chars
+inline constexpr std::string_view kRelayCursor = "relay_cursor";    // EncodeSequence: next to send
+}  // namespace meta_keys
+
+}  // namespace feed::storage

@@ -1,0 +1,221 @@
+#include "storage/rocksdb_store.h"
+
+#include <chrono>
+#include <vector>
+
+#include "rocksdb/compaction_filter.h"
+#include "rocksdb/db.h"
+#include "rocksdb/filter_policy.h"
+#include "rocksdb/table.h"
+#include "rocksdb/utilities/options_util.h"
+#include "rocksdb/write_batch.h"
+#include "spdlog/spdlog.h"
+
+namespace feed::storage {
+namespace {
+
+absl::Status ToStatus(const rocksdb::Status& s, std::string_view what) {
+  if (s.ok()) return absl::OkStatus();
+  std::string msg = std::string(what) + ": " + s.ToString();
+  if (s.IsNotFound()) return absl::NotFoundError(msg);
+  if (s.IsInvalidArgument()) return absl::InvalidArgumentError(msg);
+  if (s.IsIOError() && s.ToString().find("lock") != std::string::npos) {
+    return absl::FailedPreconditionError(msg + " (is another server using this data dir?)");
+  }
+  return absl::InternalError(msg);
+}
+
+rocksdb::Slice ToSlice(std::string_view s) { return rocksdb::Slice(s.data(), s.size()); }
+std::string_view ToView(const rocksdb::Slice& s) { return std::string_view(s.data(), s.size()); }
+
+// Drops idempotency records older than the retention window during compaction.
+class ExpiringRecordFilter : public rocksdb::CompactionFilter {
+ public:
+  explicit ExpiringRecordFilter(int64_t retention_ms) : retention_ms_(retention_ms) {}
+  bool Filter(int, const rocksdb::Slice&, const rocksdb::Slice& value, std::string*,
+              bool*) const override {
+    int64_t created_at_ms = 0;
+    std::string_view payload;
+    if (!DecodeTimestamped(ToView(value), &created_at_ms, &payload)) return false;
+    int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+    return now_ms - created_at_ms > retention_ms_;
+  }
+  const char* Name() const override { return "feed.ExpiringRecordFilter"; }
+
+ private:
+  int64_t retention_ms_;
+};
+
+class RocksWriteGroup : public WriteGroup {
+ public:
+  explicit RocksWriteGroup(const std::vector<rocksdb::ColumnFamilyHandle*>* cfs) : cfs_(cfs) {}
+  void Put(Table t, std::string_view k, std::string_view v) override {
+    batch_.Put(cf(t), ToSlice(k), ToSlice(v));
+  }
+  void Delete(Table t, std::string_view k) override { batch_.Delete(cf(t), ToSlice(k)); }
+  void DeleteRange(Table t, std::string_view b, std::string_view e) override {
+    batch_.DeleteRange(cf(t), ToSlice(b), ToSlice(e));
+  }
+  size_t Count() const override { return batch_.Count(); }
+  size_t ByteSize() const override { return batch_.GetDataSize(); }
+  void Clear() override { batch_.Clear(); }
+  rocksdb::WriteBatch* batch() { return &batch_; }
+
+ private:
+  rocksdb::ColumnFamilyHandle* cf(Table t) const { return (*cfs_)[static_cast<int>(t)]; }
+  const std::vector<rocksdb::ColumnFamilyHandle*>* cfs_;
+  rocksdb::WriteBatch batch_;
+};
+
+absl::StatusOr<std::optional<std::string>> GetAt(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* cf,
+                                                 const rocksdb::Snapshot* snapshot,
+                                                 std::string_view key) {
+  rocksdb::ReadOptions ro;
+  ro.snapshot = snapshot;
+  rocksdb::PinnableSlice value;
+  rocksdb::Status s = db->Get(ro, cf, ToSlice(key), &value);
+  if (s.IsNotFound()) return std::optional<std::string>();
+  if (!s.ok()) return ToStatus(s, "get");
+  return std::optional<std::string>(value.ToString());
+}
+
+absl::Status ScanAt(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* cf,
+                    const rocksdb::Snapshot* snapshot, std::string_view start,
+                    std::string_view prefix, const ScanFn& fn) {
+  rocksdb::ReadOptions ro;
+  ro.snapshot = snapshot;
+  std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(ro, cf));
+  std::string_view from = start < prefix ? prefix : start;
+  for (it->Seek(ToSlice(from)); it->Valid(); it->Next()) {
+    std::string_view key = ToView(it->key());
+    if (!prefix.empty() && key.substr(0, prefix.size()) != prefix) break;
+    if (!fn(key, ToView(it->value()))) break;
+  }
+  return ToStatus(it->status(), "scan");
+}
+
+class RocksView : public ReadView {
+ public:
+  RocksView(rocksdb::DB* db, const std::vector<rocksdb::ColumnFamilyHandle*>* cfs)
+      : db_(db), cfs_(cfs), snapshot_(db->GetSnapshot()) {}
+  ~RocksView() override { db_->ReleaseSnapshot(snapshot_); }
+  absl::StatusOr<std::optional<std::string>> Get(Table t, std::string_view k) const override {
+    return GetAt(db_, (*cfs_)[static_cast<int>(t)], snapshot_, k);
+  }
+  absl::Status Scan(Table t, std::string_view start, std::string_view prefix,
+                    const ScanFn& fn) const override {
+    return ScanAt(db_, (*cfs_)[static_cast<int>(t)], snapshot_, start, prefix, fn);
+  }
+
+ private:
+  rocksdb::DB* db_;
+  const std::vector<rocksdb::ColumnFamilyHandle*>* cfs_;
+  const rocksdb::Snapshot* snapshot_;
+};
+
+class RocksDbStore : public Store {
+ public:
+  RocksDbStore(const RocksDbOptions& options, std::unique_ptr<rocksdb::CompactionFilter> filter)
+      : options_(options), filter_(std::move(filter)) {}
+
+  ~RocksDbStore() override {
+    if (!db_) return;
+    // Make the WAL durable even in async mode, then close cleanly.
+    rocksdb::Status s = db_->FlushWAL(/*sync=*/true);
+    if (!s.ok()) spdlog::error("storage: FlushWAL at close failed: {}", s.ToString());
+    for (auto* cf : cfs_) db_->DestroyColumnFamilyHandle(cf);
+    s = db_->Close();
+    if (!s.ok()) spdlog::error("storage: close failed: {}", s.ToString());
+  }
+
+  absl::Status Open() {
+    rocksdb::Options db_options;
+    db_options.create_if_missing = true;
+    db_options.create_missing_column_families = true;
+    db_options.IncreaseParallelism(options_.background_threads);
+    db_options.max_background_jobs = options_.background_threads;
+    db_options.keep_log_file_num = 5;
+    db_options.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
+    // Group commit is ours (one WriteBatch per writer batch); pipelined writes help the
+    // relay's bookkeeping writes overlap with the writer's.
+    db_options.enable_pipelined_write = true;
+
+    rocksdb::BlockBasedTableOptions table_options;
+    table_options.block_cache = rocksdb::NewLRUCache(options_.block_cache_bytes);
+    table_options.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10, false));
+
+    std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+    for (int i = 0; i < kTableCount; ++i) {
+      rocksdb::ColumnFamilyOptions cf_options;
+      cf_options.OptimizeLevelStyleCompaction(32u << 20);
+      cf_options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table_options));
+      if (static_cast<Table>(i) == Table::kIdempotency) {
+        cf_options.compaction_filter = filter_.get();
+      }
+      std::string name = i == 0 ? rocksdb::kDefaultColumnFamilyName
+                                : std::string(TableName(static_cast<Table>(i)));
+      descriptors.emplace_back(name, cf_options);
+    }
+    // kStock lives in the default column family, so a database is ours only if it has the
+    // other six; refuse a foreign database instead of writing into it.
+    std::vector<std::string> existing;
+    if (rocksdb::DB::ListColumnFamilies(db_options, options_.path, &existing).ok()) {
+      for (const auto& name : existing) {
+        bool known = false;
+        for (const auto& d : descriptors) known |= d.name == name;
+        if (!known) {
+          return absl::FailedPreconditionError("data dir " + options_.path +
+                                               " holds a database with unknown column family '" +
+                                               name + "'; not an inventory feed store");
+        }
+      }
+    }
+    rocksdb::DB* db = nullptr;
+    rocksdb::Status s = rocksdb::DB::Open(db_options, options_.path, descriptors, &cfs_, &db);
+    if (!s.ok()) return ToStatus(s, "open " + options_.path);
+    db_.reset(db);
+    return absl::OkStatus();
+  }
+
+  std::unique_ptr<WriteGroup> NewWriteGroup() override {
+    return std::make_unique<RocksWriteGroup>(&cfs_);
+  }
+
+  absl::Status Commit(WriteGroup& group, CommitMode mode) override {
+    rocksdb::WriteOptions wo;
+    wo.sync = mode == CommitMode::kConfigured && options_.durability == Durability::kSync;
+    return ToStatus(db_->Write(wo, static_cast<RocksWriteGroup&>(group).batch()), "write");
+  }
+
+  std::unique_ptr<ReadView> Snapshot() const override {
+    return std::make_unique<RocksView>(db_.get(), &cfs_);
+  }
+  Durability durability() const override { return options_.durability; }
+
+  absl::StatusOr<std::optional<std::string>> Get(Table t, std::string_view k) const override {
+    return GetAt(db_.get(), cfs_[static_cast<int>(t)], nullptr, k);
+  }
+  absl::Status Scan(Table t, std::string_view start, std::string_view prefix,
+                    const ScanFn& fn) const override {
+    return ScanAt(db_.get(), cfs_[static_cast<int>(t)], nullptr, start, prefix, fn);
+  }
+
+ private:
+  RocksDbOptions options_;
+  std::unique_ptr<rocksdb::CompactionFilter> filter_;
+  std::unique_ptr<rocksdb::DB> db_;
+  std::vector<rocksdb::ColumnFamilyHandle*> cfs_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Store>> OpenRocksDbStore(const RocksDbOptions& options) {
+  auto store = std::make_unique<RocksDbStore>(
+      options, std::make_unique<ExpiringRecordFilter>(options.idempotency_retention_ms));
+  if (absl::Status s = store->Open(); !s.ok()) return s;
+  return std::unique_ptr<Store>(std::move(store));
+}
+
+}  // namespace feed::storage
