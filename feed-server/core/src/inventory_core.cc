@@ -152,8 +152,8 @@ void Aggregate(const google::protobuf::RepeatedPtrField<LineT>& lines,
       }
     }
     if (!merged) {
-      out->push_back({std::move(key), lines[i].sku(), lines[i].location(), lines[i].quantity(),
-                      static_cast<int>(out->size())});
+      // The index in the request, so that errors name the line the client sent.
+      out->push_back({std::move(key), lines[i].sku(), lines[i].location(), lines[i].quantity(), i});
     }
   }
 }
@@ -196,7 +196,7 @@ class InventoryCore::Impl {
   using Handler = absl::Status (Impl::*)(Req&, Batch&, Resp&);
 
   template <class Req, class Resp>
-  void Submit(std::string_view method, Req request, Done<Resp> done,
+  void Submit(std::string_view method, Req request, Done<Resp> done, CancelFn cancelled,
               absl::Status (*validate)(Req&, const CoreOptions&), Handler<Req, Resp> handler);
 
   template <class Req, class Resp>
@@ -285,9 +285,14 @@ struct RpcCommand final : Command {
   Req request;
   uint64_t fingerprint = 0;
   Done<Resp> done;
+  CancelFn cancelled;
   absl::StatusOr<Resp> result = absl::InternalError("command not executed");
 
   void Execute(InventoryCore::Impl& impl, Batch& b) override {
+    if (cancelled && cancelled()) {
+      result = absl::CancelledError("the call was cancelled or its deadline passed before it ran");
+      return;
+    }
     result = impl.RunIdempotent<Req, Resp>(method, fingerprint, request, b, handler);
   }
   void Complete() override { std::move(done)(std::move(result)); }
@@ -521,7 +526,7 @@ void InventoryCore::Impl::ProcessBatch(std::vector<std::unique_ptr<Command>>& co
 
 template <class Req, class Resp>
 void InventoryCore::Impl::Submit(std::string_view method, Req request, Done<Resp> done,
-                                 absl::Status (*validate)(Req&, const CoreOptions&),
+                                 CancelFn cancelled, absl::Status (*validate)(Req&, const CoreOptions&),
                                  Handler<Req, Resp> handler) {
   if (absl::Status s = validate(request, options_); !s.ok()) {
     std::move(done)(std::move(s));
@@ -534,6 +539,7 @@ void InventoryCore::Impl::Submit(std::string_view method, Req request, Done<Resp
   if (!request.idempotency_key().empty()) command->fingerprint = Fingerprint(method, request);
   command->request = std::move(request);
   command->done = std::move(done);
+  command->cancelled = std::move(cancelled);
   Enqueue(std::move(command));
 }
 
@@ -679,6 +685,8 @@ absl::Status InventoryCore::Impl::CheckReservationIdFree(Batch& b, const std::st
   return absl::OkStatus();
 }
 
+// A generated id has the shape of a valid client-chosen one, so a client may already hold
+// it: a suffix keeps the new hold from overwriting that client's hold (or closed record).
 Reservation& InventoryCore::Impl::HoldLines(Batch& b, const std::vector<AggregatedLine>& lines,
                                             std::string id, const std::string& order_id,
                                             int64_t ttl_ms, bool owned_by_order,
@@ -818,7 +826,8 @@ absl::Status InventoryCore::Impl::DoReserve(inventory::v1::ReserveRequest& r, Ba
   if (auto s = CheckAvailable(lines, "lines"); !s.ok()) return s;
   std::string id = r.reservation_id();
   if (id.empty()) {
-    id = StrCat("rsv-", store_id_.substr(0, 6), "-", next_sequence_);
+    // Unique by construction: client ids may not use the "rsv-" prefix (validation.cc).
+    id = StrCat(kGeneratedReservationPrefix, store_id_.substr(0, 6), "-", next_sequence_);
   } else if (auto s = CheckReservationIdFree(b, id); !s.ok()) {
     return s;
   }
@@ -883,8 +892,8 @@ absl::Status InventoryCore::Impl::DoCreateOrder(order::v1::CreateOrderRequest& r
 
   std::string suffix = StrCat(store_id_.substr(0, 6), "-", next_sequence_);
   std::string order_id = StrCat("ord-", suffix);
-  Reservation& hold =
-      HoldLines(b, lines, StrCat("rsv-", suffix), order_id, r.hold_ttl_ms(), true, nullptr);
+  Reservation& hold = HoldLines(b, lines, StrCat(kGeneratedReservationPrefix, suffix), order_id,
+                                r.hold_ttl_ms(), true, nullptr);
   Order& order = b.orders[order_id];
   order.set_order_id(order_id);
   order.set_customer_id(r.customer_id());
@@ -1093,14 +1102,16 @@ absl::StatusOr<std::unique_ptr<InventoryCore>> InventoryCore::Open(storage::Stor
 void InventoryCore::Shutdown() { impl_->Shutdown(); }
 
 void InventoryCore::AdjustStock(inventory::v1::AdjustStockRequest request,
-                                Done<inventory::v1::AdjustStockResponse> done) {
-  impl_->Submit("inventory.v1.AdjustStock", std::move(request), std::move(done), &ValidateAdjust,
+                                Done<inventory::v1::AdjustStockResponse> done,
+                   CancelFn cancelled) {
+  impl_->Submit("inventory.v1.AdjustStock", std::move(request), std::move(done), std::move(cancelled), &ValidateAdjust,
                 &Impl::DoAdjust);
 }
 
 void InventoryCore::Reserve(inventory::v1::ReserveRequest request,
-                            Done<inventory::v1::ReserveResponse> done) {
-  impl_->Submit("inventory.v1.Reserve", std::move(request), std::move(done), &ValidateReserve,
+                            Done<inventory::v1::ReserveResponse> done,
+                   CancelFn cancelled) {
+  impl_->Submit("inventory.v1.Reserve", std::move(request), std::move(done), std::move(cancelled), &ValidateReserve,
                 &Impl::DoReserve);
 }
 
@@ -1113,39 +1124,45 @@ absl::Status ByRef(Req& r, const CoreOptions& o) {
 }  // namespace
 
 void InventoryCore::Commit(inventory::v1::CommitRequest request,
-                           Done<inventory::v1::CommitResponse> done) {
-  impl_->Submit("inventory.v1.Commit", std::move(request), std::move(done),
+                           Done<inventory::v1::CommitResponse> done,
+                   CancelFn cancelled) {
+  impl_->Submit("inventory.v1.Commit", std::move(request), std::move(done), std::move(cancelled),
                 &ByRef<inventory::v1::CommitRequest, ValidateCommit>, &Impl::DoCommit);
 }
 
 void InventoryCore::Release(inventory::v1::ReleaseRequest request,
-                            Done<inventory::v1::ReleaseResponse> done) {
-  impl_->Submit("inventory.v1.Release", std::move(request), std::move(done),
+                            Done<inventory::v1::ReleaseResponse> done,
+                   CancelFn cancelled) {
+  impl_->Submit("inventory.v1.Release", std::move(request), std::move(done), std::move(cancelled),
                 &ByRef<inventory::v1::ReleaseRequest, ValidateRelease>, &Impl::DoRelease);
 }
 
 void InventoryCore::CreateOrder(order::v1::CreateOrderRequest request,
-                                Done<order::v1::CreateOrderResponse> done) {
-  impl_->Submit("order.v1.CreateOrder", std::move(request), std::move(done), &ValidateCreateOrder,
+                                Done<order::v1::CreateOrderResponse> done,
+                   CancelFn cancelled) {
+  impl_->Submit("order.v1.CreateOrder", std::move(request), std::move(done), std::move(cancelled), &ValidateCreateOrder,
                 &Impl::DoCreateOrder);
 }
 
 void InventoryCore::PayOrder(order::v1::PayOrderRequest request,
-                             Done<order::v1::OrderResponse> done) {
-  impl_->Submit("order.v1.PayOrder", std::move(request), std::move(done),
+                             Done<order::v1::OrderResponse> done,
+                   CancelFn cancelled) {
+  impl_->Submit("order.v1.PayOrder", std::move(request), std::move(done), std::move(cancelled),
                 &ByRef<order::v1::PayOrderRequest, ValidatePayOrder>, &Impl::DoPayOrder);
 }
 
 void InventoryCore::AdvanceOrder(order::v1::AdvanceOrderRequest request,
-                                 Done<order::v1::OrderResponse> done) {
-  impl_->Submit("order.v1.AdvanceOrder", std::move(request), std::move(done),
+                                 Done<order::v1::OrderResponse> done,
+                   CancelFn cancelled) {
+  impl_->Submit("order.v1.AdvanceOrder", std::move(request), std::move(done), std::move(cancelled),
                 &ByRef<order::v1::AdvanceOrderRequest, ValidateAdvanceOrder>,
                 &Impl::DoAdvanceOrder);
 }
 
 void InventoryCore::CancelOrder(order::v1::CancelOrderRequest request,
-                                Done<order::v1::OrderResponse> done) {
-  impl_->Submit("order.v1.CancelOrder", std::move(request), std::move(done),
+                                Done<order::v1::OrderResponse> done,
+                   CancelFn cancelled) {
+  impl_->Submit("order.v1.CancelOrder", std::move(request), std::move(done), std::move(cancelled),
                 &ByRef<order::v1::CancelOrderRequest, ValidateCancelOrder>, &Impl::DoCancelOrder);
 }
 
@@ -1192,20 +1209,87 @@ absl::StatusOr<Order> InventoryCore::GetOrder(std::string_view id) const {
   return o;
 }
 
-absl::Status InventoryCore::SnapshotStock(const std::vector<inventory::v1::StockKey>& filter,
-                                          const std::function<void(StockLevel&&)>& fn,
-                                          uint64_t* as_of_sequence) const {
+namespace {
+
+class StoreStockSnapshot : public InventoryCore::StockSnapshot {
+ public:
+  StoreStockSnapshot(std::unique_ptr<storage::ReadView> view, uint64_t as_of,
+                     std::vector<inventory::v1::StockKey> filter)
+      : view_(std::move(view)), as_of_(as_of), filter_(std::move(filter)) {}
+
+  uint64_t as_of_sequence() const override { return as_of_; }
+
+  absl::StatusOr<bool> Next(size_t max, std::vector<StockLevel>* out) override {
+    size_t added = 0;
+    absl::Status parse_error;
+    // Resumes each prefix scan after the last key returned.
+    auto take = [&](std::string_view key, std::string_view value) {
+      if (key == resume_after_) return true;
+      StockLevel level;
+      if (!level.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
+        parse_error = absl::DataLossError("stock level record is corrupt");
+        return false;
+      }
+      out->push_back(std::move(level));
+      resume_after_ = std::string(key);
+      return ++added < max;
+    };
+    if (filter_.empty()) {
+      if (done_) return false;
+      if (auto s = view_->Scan(Table::kStock, resume_after_, "", take); !s.ok()) return s;
+      if (!parse_error.ok()) return parse_error;
+      done_ = added < max;
+      return !done_;
+    }
+    while (next_key_ < filter_.size() && added < max) {
+      const auto& key = filter_[next_key_];
+      if (key.location().empty()) {
+        std::string prefix = LevelKey(key.sku(), "");
+        std::string start = resume_after_.empty() ? prefix : resume_after_;
+        size_t before = added;
+        if (auto s = view_->Scan(Table::kStock, start, prefix, take); !s.ok()) return s;
+        if (!parse_error.ok()) return parse_error;
+        if (added - before > 0 && added == max) return true;  // more of this prefix may follow
+      } else {
+        auto value = view_->Get(Table::kStock, LevelKey(key.sku(), key.location()));
+        if (!value.ok()) return value.status();
+        if (value->has_value()) {
+          StockLevel level;
+          if (!level.ParseFromString(**value)) return absl::DataLossError("stock level corrupt");
+          out->push_back(std::move(level));
+          ++added;
+        }
+      }
+      ++next_key_;
+      resume_after_.clear();
+    }
+    return next_key_ < filter_.size();
+  }
+
+ private:
+  std::unique_ptr<storage::ReadView> view_;
+  uint64_t as_of_;
+  std::vector<inventory::v1::StockKey> filter_;
+  size_t next_key_ = 0;
+  std::string resume_after_;
+  bool done_ = false;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<InventoryCore::StockSnapshot>> InventoryCore::OpenStockSnapshot(
+    std::vector<inventory::v1::StockKey> filter) const {
   auto view = impl_->store_.Snapshot();
   auto next = view->Get(Table::kMeta, storage::meta_keys::kNextSequence);
   if (!next.ok()) return next.status();
-  *as_of_sequence = 0;
+  uint64_t as_of = 0;
   if (next->has_value()) {
     auto seq = storage::DecodeSequence(**next);
     if (!seq) return absl::DataLossError("meta next_sequence is corrupt");
-    *as_of_sequence = *seq - 1;
+    as_of = *seq - 1;
   }
-  google::protobuf::RepeatedPtrField<inventory::v1::StockKey> keys(filter.begin(), filter.end());
-  return impl_->ReadLevels(*view, keys, fn, nullptr);
+  return std::unique_ptr<StockSnapshot>(
+      new StoreStockSnapshot(std::move(view), as_of, std::move(filter)));
 }
 
 ChangeFeed& InventoryCore::change_feed() { return impl_->feed_; }

@@ -128,6 +128,10 @@ absl::Status ValidateReserve(inventory::v1::ReserveRequest& r, const CoreOptions
   if (auto s = ValidateId("reservation_id", r.reservation_id(), o.limits, false); !s.ok()) {
     return s;
   }
+  if (r.reservation_id().starts_with(kGeneratedReservationPrefix)) {
+    return Invalid("reservation_id", StrCat("the prefix '", kGeneratedReservationPrefix,
+                                            "' is reserved for ids the server generates"));
+  }
   if (auto s = ValidateId("order_id", r.order_id(), o.limits, false); !s.ok()) return s;
   return ValidateKey(r.idempotency_key(), o.limits);
 }

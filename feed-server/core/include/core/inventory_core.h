@@ -37,6 +37,11 @@ namespace feed::core {
 template <class T>
 using Done = absl::AnyInvocable<void(absl::StatusOr<T>) &&>;
 
+// Asked by the writer just before it applies a command: true means the caller is gone (call
+// cancelled or past its deadline), so the command is skipped and completes with CANCELLED.
+// Must be cheap and thread-safe. Empty = never cancelled.
+using CancelFn = std::function<bool()>;
+
 struct ExpireResult {
   size_t expired_holds = 0;
   size_t expired_orders = 0;
@@ -66,15 +71,23 @@ class InventoryCore {
   void Shutdown();
 
   void AdjustStock(inventory::v1::AdjustStockRequest request,
-                   Done<inventory::v1::AdjustStockResponse> done);
-  void Reserve(inventory::v1::ReserveRequest request, Done<inventory::v1::ReserveResponse> done);
-  void Commit(inventory::v1::CommitRequest request, Done<inventory::v1::CommitResponse> done);
-  void Release(inventory::v1::ReleaseRequest request, Done<inventory::v1::ReleaseResponse> done);
+                   Done<inventory::v1::AdjustStockResponse> done,
+                   CancelFn cancelled = {});
+  void Reserve(inventory::v1::ReserveRequest request, Done<inventory::v1::ReserveResponse> done,
+                   CancelFn cancelled = {});
+  void Commit(inventory::v1::CommitRequest request, Done<inventory::v1::CommitResponse> done,
+                   CancelFn cancelled = {});
+  void Release(inventory::v1::ReleaseRequest request, Done<inventory::v1::ReleaseResponse> done,
+                   CancelFn cancelled = {});
   void CreateOrder(order::v1::CreateOrderRequest request,
-                   Done<order::v1::CreateOrderResponse> done);
-  void PayOrder(order::v1::PayOrderRequest request, Done<order::v1::OrderResponse> done);
-  void AdvanceOrder(order::v1::AdvanceOrderRequest request, Done<order::v1::OrderResponse> done);
-  void CancelOrder(order::v1::CancelOrderRequest request, Done<order::v1::OrderResponse> done);
+                   Done<order::v1::CreateOrderResponse> done,
+                   CancelFn cancelled = {});
+  void PayOrder(order::v1::PayOrderRequest request, Done<order::v1::OrderResponse> done,
+                   CancelFn cancelled = {});
+  void AdvanceOrder(order::v1::AdvanceOrderRequest request, Done<order::v1::OrderResponse> done,
+                   CancelFn cancelled = {});
+  void CancelOrder(order::v1::CancelOrderRequest request, Done<order::v1::OrderResponse> done,
+                   CancelFn cancelled = {});
   // Expires the holds (and their CONFIRMED orders) whose expires_at <= clock now.
   void ExpireDue(Done<ExpireResult> done);
 
@@ -83,11 +96,19 @@ class InventoryCore {
       const inventory::v1::GetStockRequest& request) const;
   absl::StatusOr<inventory::v1::Reservation> GetReservation(std::string_view id) const;
   absl::StatusOr<order::v1::Order> GetOrder(std::string_view id) const;
-  // Every level matching `filter` (empty = all; empty location = every location) from one
-  // consistent view, and the last sequence that view includes.
-  absl::Status SnapshotStock(const std::vector<inventory::v1::StockKey>& filter,
-                             const std::function<void(inventory::v1::StockLevel&&)>& fn,
-                             uint64_t* as_of_sequence) const;
+  // A consistent point-in-time view of the levels matching `filter` (empty = every level;
+  // an empty location = every location of the SKU), read in chunks so that a stream can send
+  // a large snapshot without holding it in memory.
+  class StockSnapshot {
+   public:
+    virtual ~StockSnapshot() = default;
+    // The last sequence the view includes: changes after it are not in the snapshot.
+    virtual uint64_t as_of_sequence() const = 0;
+    // Appends up to `max` levels; returns false once the snapshot is exhausted.
+    virtual absl::StatusOr<bool> Next(size_t max, std::vector<inventory::v1::StockLevel>* out) = 0;
+  };
+  absl::StatusOr<std::unique_ptr<StockSnapshot>> OpenStockSnapshot(
+      std::vector<inventory::v1::StockKey> filter) const;
 
   ChangeFeed& change_feed();
   const CoreOptions& options() const;
@@ -105,11 +126,12 @@ class InventoryCore {
 // Blocking convenience for tests, tools and benchmarks: calls `method` and waits.
 template <class Resp, class Req>
 absl::StatusOr<Resp> CallSync(InventoryCore& core,
-                              void (InventoryCore::*method)(Req, Done<Resp>), Req request) {
+                              void (InventoryCore::*method)(Req, Done<Resp>, CancelFn),
+                              Req request) {
   std::promise<absl::StatusOr<Resp>> promise;
   auto future = promise.get_future();
   (core.*method)(std::move(request),
-                 [&promise](absl::StatusOr<Resp> r) { promise.set_value(std::move(r)); });
+                 [&promise](absl::StatusOr<Resp> r) { promise.set_value(std::move(r)); }, {});
   return future.get();
 }
 

@@ -12,6 +12,10 @@
 
 namespace feed::core {
 
+// Reservation ids the server generates start with this; client-chosen ids may not, so a
+// generated id can never collide with one a client picked.
+inline constexpr std::string_view kGeneratedReservationPrefix = "rsv-";
+
 // Checks an identifier (sku, location, ids, keys). `field` names it in the error.
 absl::Status ValidateId(std::string_view field, std::string_view value, const Limits& limits,
                         bool required = true);

@@ -1,0 +1,76 @@
+// The outbox relay: reads committed events from the store's outbox (Table::kOutbox) in
+// sequence order and publishes them to Kafka with an idempotent librdkafka producer. An
+// outbox entry is deleted only after its delivery report says the record is persisted
+// (acks=all); the relay's position (meta relay_cursor) survives restarts. While the broker
+// is unreachable the outbox grows on disk and the relay's memory stays bounded by
+// max_in_flight. librdkafka types never leave bridge/src.
+//
+// Thread safety: Start/Shutdown from one thread; Notify, stats and kafka_reachable from any.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "storage/store.h"
+
+namespace feed::bridge {
+
+struct RelayOptions {
+  std::string brokers;  // bootstrap servers, e.g. "127.0.0.1:19092"
+  std::string client_id = "inventory-feed";
+  std::string stock_topic = "inventory.stock.v1";          // key: SKU
+  std::string order_status_topic = "orders.status.v1";     // key: order id
+  std::string receipt_topic = "orders.receipts.v1";        // key: order id
+  int partitions = 3;
+  int replication_factor = 1;
+  bool create_topics = true;
+  bool json_values = false;  // false: serialized events.v1.Event; true: its JSON mapping
+  std::string ce_source = "urn:inventory-feed";
+  // Passed to librdkafka as is; they override the relay's defaults.
+  std::map<std::string, std::string> kafka_properties;
+  // Records produced but not yet acknowledged, at most.
+  size_t max_in_flight = 20000;
+  // Outbox entries read per scan.
+  size_t read_batch = 2000;
+  // How long Shutdown waits for in-flight records before leaving them in the outbox.
+  int64_t shutdown_flush_ms = 5000;
+  // Idle poll period when nothing notifies the relay.
+  int64_t idle_poll_ms = 100;
+};
+
+struct RelayStats {
+  uint64_t delivered = 0;         // records acknowledged by Kafka since start
+  // Delivery reports with an error and records librdkafka refused (both retried from the
+  // outbox), plus outbox entries skipped because they do not parse as an Event.
+  uint64_t failed = 0;
+  uint64_t outbox_depth = 0;      // events committed but not yet deleted from the outbox
+  int64_t oldest_undelivered_age_ms = 0;  // 0 when the outbox is empty
+  uint64_t next_sequence_to_send = 0;
+  bool kafka_reachable = false;
+  // Commit-to-acknowledgement latency of recent records (ms).
+  double lag_p50_ms = 0;
+  double lag_p99_ms = 0;
+};
+
+class Relay {
+ public:
+  // Validates options and creates the producer. The topics (when create_topics) are created
+  // by the relay thread once the broker answers, before the first record is produced.
+  // Does not need the broker to be up: an unreachable broker is retried forever.
+  static absl::StatusOr<std::unique_ptr<Relay>> Create(storage::Store& store,
+                                                       const RelayOptions& options);
+  virtual ~Relay() = default;
+
+  virtual void Start() = 0;
+  // Flushes what is in flight within options.shutdown_flush_ms; the rest stays in the outbox.
+  virtual void Shutdown() = 0;
+  // New events were committed (called from the writer thread: must not block).
+  virtual void Notify() = 0;
+  virtual RelayStats stats() const = 0;
+  virtual bool kafka_reachable() const = 0;
+};
+
+}  // namespace feed::bridge

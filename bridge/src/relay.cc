@@ -1,0 +1,1008 @@
+// The outbox relay. One thread (the relay thread) owns the producer, the window of records in
+// flight and the cursor; other threads only set flags (Notify, Shutdown) and read atomics
+// (stats). Delivery reports, error events and admin results are served by the relay thread
+// itself (rd_kafka_poll), so every callback below runs on it, except the log callback and the
+// queue wake-up callback, which librdkafka calls from its own threads.
+//
+// The cycle: read outbox entries from `next_read_` and produce them while fewer than
+// max_in_flight are unacknowledged; serve delivery reports; delete the lowest contiguous
+// acknowledged prefix from the outbox together with the new relay_cursor (one WriteGroup,
+// CommitMode::kNoSync: a lost cursor only means a redelivery); sleep until Notify(), a Kafka
+// event, or idle_poll_ms.
+
+// The type-checking macros of rdkafka.h use GNU statement expressions, which -Wpedantic rejects.
+#define LIBRDKAFKA_TYPECHECKS 0
+#include <librdkafka/rdkafka.h>
+#include <pthread.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "bridge/relay.h"
+#include "core/strings.h"
+#include "events/v1/events.pb.h"
+#include "logging.h"
+#include "record.h"
+#include "relay_testing.h"
+
+namespace feed::bridge {
+namespace {
+
+using internal::kTopicKindCount;
+using internal::Record;
+using internal::TopicKind;
+using std::chrono::milliseconds;
+using storage::Table;
+using SteadyClock = std::chrono::steady_clock;
+
+// While records keep being acknowledged, outbox deletes are committed at most this often (and
+// at once when nothing is left in flight): fewer, larger DeleteRange tombstones.
+constexpr milliseconds kCommitInterval{5};
+// While the broker looks unreachable, a metadata request checks it this often.
+constexpr milliseconds kProbeInterval{1000};
+constexpr int kProbeTimeoutMs = 1000;
+// Admin (CreateTopics) request and operation timeouts.
+constexpr int kAdminTimeoutMs = 5000;
+// How long purged records may take to come back with their delivery reports.
+constexpr milliseconds kPurgeDrainTimeout{2000};
+// Recent commit-to-acknowledgement lags kept for the percentiles.
+constexpr size_t kLagReservoir = 2048;
+// Largest accepted max_in_flight (librdkafka's queue.buffering.max.messages limit).
+constexpr size_t kMaxInFlightLimit = 10'000'000;
+
+int64_t WallMillis() {
+  return std::chrono::duration_cast<milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Exponential backoff between retries of a failing step.
+class Backoff {
+ public:
+  Backoff(milliseconds first, milliseconds max) : first_(first), max_(max), next_(first) {}
+  milliseconds Next() {
+    milliseconds d = next_;
+    next_ = std::min(max_, next_ * 2);
+    return d;
+  }
+  void Reset() { next_ = first_; }
+
+ private:
+  milliseconds first_, max_, next_;
+};
+
+// Lets a repeated message through at most once per period and counts the rest. One thread.
+class RateLimit {
+ public:
+  explicit RateLimit(milliseconds period) : period_(period) {}
+  // True when the caller should log; *suppressed is then how many were dropped since last time.
+  bool Allow(uint64_t* suppressed) {
+    auto now = SteadyClock::now();
+    if (logged_ && now - last_ < period_) {
+      ++suppressed_;
+      return false;
+    }
+    logged_ = true;
+    last_ = now;
+    *suppressed = suppressed_;
+    suppressed_ = 0;
+    return true;
+  }
+
+ private:
+  milliseconds period_;
+  bool logged_ = false;
+  SteadyClock::time_point last_{};
+  uint64_t suppressed_ = 0;
+};
+
+// One outbox entry in the window: produced (or skipped), awaiting its delivery report.
+struct Slot {
+  uint64_t sequence;
+  int64_t occurred_at_ms;
+  bool acked;
+};
+
+// Deliveries alive in this process (testing::LiveDeliveries).
+std::atomic<int64_t> g_live_deliveries{0};
+
+// Travels with a record through librdkafka as its message opaque; the delivery report frees it.
+struct Delivery {
+  Delivery(uint64_t seq, int64_t occurred, uint64_t gen)
+      : sequence(seq), occurred_at_ms(occurred), generation(gen) {
+    g_live_deliveries.fetch_add(1, std::memory_order_relaxed);
+  }
+  ~Delivery() { g_live_deliveries.fetch_sub(1, std::memory_order_relaxed); }
+  Delivery(const Delivery&) = delete;
+  Delivery& operator=(const Delivery&) = delete;
+
+  uint64_t sequence;
+  int64_t occurred_at_ms;  // commit time of the event: the lag is measured from it
+  uint64_t generation;     // window generation it was produced in (see RelayImpl::generation_)
+};
+
+bool RetriableAdminError(rd_kafka_resp_err_t err) {
+  switch (err) {
+    case RD_KAFKA_RESP_ERR__TIMED_OUT:
+    case RD_KAFKA_RESP_ERR__TRANSPORT:
+    case RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN:
+    case RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT:
+    case RD_KAFKA_RESP_ERR_NOT_CONTROLLER:
+    case RD_KAFKA_RESP_ERR_BROKER_NOT_AVAILABLE:
+    case RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE:
+    // A cluster that is still starting may have fewer live brokers than the replication factor.
+    case RD_KAFKA_RESP_ERR_INVALID_REPLICATION_FACTOR:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool UnknownTopicError(rd_kafka_resp_err_t err) {
+  return err == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC ||
+         err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART;
+}
+
+absl::Status ValidateOptions(const RelayOptions& o) {
+  if (o.brokers.empty()) return absl::InvalidArgumentError("relay: brokers is empty");
+  for (const std::string* t : {&o.stock_topic, &o.order_status_topic, &o.receipt_topic}) {
+    if (t->empty()) return absl::InvalidArgumentError("relay: a topic name is empty");
+  }
+  if (o.partitions < 1 && o.partitions != -1) {
+    return absl::InvalidArgumentError(
+        StrCat("relay: partitions must be >= 1 (or -1: broker default), got ", o.partitions));
+  }
+  if (o.replication_factor < 1 && o.replication_factor != -1) {
+    return absl::InvalidArgumentError(StrCat(
+        "relay: replication_factor must be >= 1 (or -1: broker default), got ",
+        o.replication_factor));
+  }
+  if (o.max_in_flight < 1 || o.max_in_flight > kMaxInFlightLimit) {
+    return absl::InvalidArgumentError(StrCat("relay: max_in_flight must be in [1, ",
+                                             kMaxInFlightLimit, "], got ", o.max_in_flight));
+  }
+  if (o.read_batch < 1) return absl::InvalidArgumentError("relay: read_batch must be >= 1");
+  if (o.idle_poll_ms < 1) return absl::InvalidArgumentError("relay: idle_poll_ms must be >= 1");
+  if (o.shutdown_flush_ms < 0) {
+    return absl::InvalidArgumentError("relay: shutdown_flush_ms must be >= 0");
+  }
+  return absl::OkStatus();
+}
+
+class RelayImpl final : public Relay {
+ public:
+  RelayImpl(storage::Store& store, const RelayOptions& options)
+      : store_(store), options_(options), log_(internal::BridgeLogger()) {}
+
+  ~RelayImpl() override { Shutdown(); }
+
+  absl::Status Init();
+
+  void Start() override;
+  void Shutdown() override;
+  void Notify() override { Wake(); }
+  RelayStats stats() const override;
+  bool kafka_reachable() const override { return reachable_.load(std::memory_order_relaxed); }
+
+  void InjectFatalError() {
+    inject_fatal_.store(true);
+    Wake();
+  }
+  int producers_created() const { return producers_created_.load(); }
+
+ private:
+  // librdkafka callbacks (C linkage-compatible static functions; they never throw).
+  static void OnDeliveryReport(rd_kafka_t* rk, const rd_kafka_message_t* msg, void* opaque);
+  static void OnError(rd_kafka_t* rk, int err, const char* reason, void* opaque);
+  static void OnLog(const rd_kafka_t* rk, int level, const char* facility, const char* message);
+  static void OnQueueEvent(rd_kafka_t* rk, void* opaque);
+
+  void Wake() {
+    {
+      std::lock_guard lock(mu_);
+      wake_ = true;
+    }
+    cv_.notify_one();
+  }
+  bool StopRequested() const { return stop_.load(std::memory_order_acquire); }
+
+  absl::Status MakeProducer();
+  void DestroyProducer();
+
+  // Relay thread.
+  void Run();
+  void WaitForWork();
+  void ServeKafka();
+  void EnsureTopics();
+  void FillWindow();
+  bool Produce(uint64_t sequence, std::string_view stored);
+  void HandleDelivery(const rd_kafka_message_t& msg, const Delivery& d);
+  void HandleError(rd_kafka_resp_err_t err, const char* reason);
+  void CommitAcked(bool force);
+  void FinishReset();
+  void RecreateProducer();
+  void MaybeProbe();
+  void SetReachable(bool reachable, std::string_view why);
+  void StopProducing();
+  void RecordLag(int64_t lag_ms);
+
+  storage::Store& store_;
+  const RelayOptions options_;
+  std::shared_ptr<spdlog::logger> log_;
+
+  // The producer and its handles: created by Init, replaced by the relay thread after a fatal
+  // error, destroyed by the relay thread when it stops (or by Shutdown if it never started).
+  rd_kafka_t* rk_ = nullptr;
+  rd_kafka_queue_t* main_queue_ = nullptr;
+  rd_kafka_topic_t* topics_[kTopicKindCount] = {};
+
+  // Start/Shutdown caller only.
+  std::thread thread_;
+  bool started_ = false;
+  bool shut_down_ = false;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool wake_ = false;  // guarded by mu_
+  std::atomic<bool> stop_{false};
+
+  // Relay thread only (and Init before the thread exists).
+  std::deque<Slot> window_;    // sequences [acked_through_, next_read_) in order
+  uint64_t cursor_ = 1;        // first sequence still in the outbox (= persisted relay_cursor)
+  uint64_t acked_through_ = 1; // every sequence below it is acknowledged (>= cursor_)
+  uint64_t next_read_ = 1;     // next outbox key to read
+  uint64_t outstanding_ = 0;   // produced records whose delivery report has not come yet
+  // Bumped whenever the window is dropped and rebuilt from the outbox (after a failed
+  // delivery or a new producer): reports of older records no longer acknowledge slots.
+  uint64_t generation_ = 0;
+  bool topics_ready_ = false;
+  bool reset_pending_ = false;   // a delivery failed: resend from acked_through_ once drained
+  bool commit_pending_ = false;  // acknowledged entries waiting for the next commit
+  SteadyClock::time_point resume_at_{};           // produce nothing before (failure backoff)
+  SteadyClock::time_point next_topic_attempt_{};
+  SteadyClock::time_point next_probe_at_{};
+  SteadyClock::time_point last_commit_{};
+  Backoff failure_backoff_{milliseconds(100), milliseconds(5000)};
+  Backoff topic_backoff_{milliseconds(500), milliseconds(5000)};
+  Backoff recreate_backoff_{milliseconds(500), milliseconds(10000)};
+  RateLimit delivery_error_log_{milliseconds(5000)};
+  RateLimit produce_error_log_{milliseconds(5000)};
+  RateLimit commit_error_log_{milliseconds(5000)};
+  RateLimit scan_error_log_{milliseconds(5000)};
+  RateLimit topic_error_log_{milliseconds(10000)};
+  RateLimit kafka_error_log_{milliseconds(5000)};
+  RateLimit event_warning_log_{milliseconds(5000)};
+
+  // Any thread.
+  std::atomic<bool> reachable_{false};
+  std::atomic<bool> fatal_{false};
+  std::atomic<bool> inject_fatal_{false};
+  std::atomic<int> producers_created_{0};
+  std::atomic<uint64_t> delivered_{0};
+  std::atomic<uint64_t> failed_{0};
+  std::atomic<uint64_t> cursor_pub_{1};
+  std::atomic<uint64_t> next_read_pub_{1};
+  std::atomic<int64_t> oldest_unacked_ms_{0};  // occurred_at of the window's first slot; 0: none
+
+  mutable std::mutex lag_mu_;
+  std::vector<double> lags_;  // ring buffer of the last kLagReservoir lags (ms)
+  size_t lag_next_ = 0;
+};
+
+// ---------------------------------------------------------------------------------------
+// Setup and teardown.
+
+absl::Status RelayImpl::Init() {
+  // The cursor: the first sequence not yet acknowledged. Without one (a new store), the first
+  // entry of the outbox, or else the writer's next sequence.
+  auto stored = store_.Get(Table::kMeta, storage::meta_keys::kRelayCursor);
+  if (!stored.ok()) return stored.status();
+  std::optional<uint64_t> first_key;
+  absl::Status scan = store_.Scan(Table::kOutbox, "", "", [&](std::string_view key, std::string_view) {
+    first_key = storage::DecodeSequence(key);
+    return false;
+  });
+  if (!scan.ok()) return scan;
+  if (stored->has_value()) {
+    auto c = storage::DecodeSequence(**stored);
+    if (!c) return absl::DataLossError("relay: meta relay_cursor is corrupt");
+    cursor_ = *c;
+    if (first_key && *first_key < cursor_) {
+      // Cannot happen through the relay (deletes and cursor commit together); say so if it does.
+      log_->warn("relay: the outbox holds sequence {} below the relay cursor {}; it is not sent",
+                 *first_key, cursor_);
+    }
+  } else if (first_key) {
+    cursor_ = *first_key;
+  } else {
+    auto next = store_.Get(Table::kMeta, storage::meta_keys::kNextSequence);
+    if (!next.ok()) return next.status();
+    std::optional<uint64_t> n = next->has_value() ? storage::DecodeSequence(**next) : std::nullopt;
+    cursor_ = n.value_or(1);
+  }
+  acked_through_ = next_read_ = cursor_;
+  cursor_pub_ = next_read_pub_ = cursor_;
+  topics_ready_ = !options_.create_topics;
+  return MakeProducer();
+}
+
+absl::Status RelayImpl::MakeProducer() {
+  char err[512];
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  std::vector<std::pair<std::string, std::string>> props = {
+      {"bootstrap.servers", options_.brokers},
+      {"client.id", options_.client_id},
+      // Idempotence keeps each partition's order and drops the duplicates of internal retries.
+      {"enable.idempotence", "true"},
+      {"acks", "all"},
+      {"max.in.flight.requests.per.connection", "5"},
+      {"compression.type", "lz4"},
+      {"linger.ms", "5"},
+      {"batch.num.messages", "10000"},
+      {"batch.size", "1048576"},
+      // Infinite: an outage delays records (retried forever), it never fails them.
+      {"message.timeout.ms", "0"},
+      // The relay's window is the real bound; librdkafka's queue must hold all of it.
+      {"queue.buffering.max.messages",
+       StrCat(std::max<size_t>(100000, options_.max_in_flight))},
+      // Same key -> same partition as the Java client (murmur2), for mixed producers.
+      {"partitioner", "murmur2_random"},
+      // Reconnect quickly after an outage.
+      {"reconnect.backoff.ms", "100"},
+      {"reconnect.backoff.max.ms", "2000"},
+      {"socket.keepalive.enable", "true"},
+      // The broker closes idle connections; that is not worth a log line.
+      {"log.connection.close", "false"},
+  };
+  for (const auto& [k, v] : options_.kafka_properties) props.emplace_back(k, v);
+  for (const auto& [k, v] : props) {
+    if (rd_kafka_conf_set(conf, k.c_str(), v.c_str(), err, sizeof err) != RD_KAFKA_CONF_OK) {
+      rd_kafka_conf_destroy(conf);
+      return absl::InvalidArgumentError(StrCat("relay: kafka property ", k, "=", v, ": ", err));
+    }
+  }
+  rd_kafka_conf_set_opaque(conf, this);
+  rd_kafka_conf_set_dr_msg_cb(conf, &RelayImpl::OnDeliveryReport);
+  rd_kafka_conf_set_error_cb(conf, &RelayImpl::OnError);
+  rd_kafka_conf_set_log_cb(conf, &RelayImpl::OnLog);
+  rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
+  if (rk == nullptr) {
+    rd_kafka_conf_destroy(conf);  // rd_kafka_new owns conf only when it succeeds
+    return absl::InvalidArgumentError(StrCat("relay: cannot create the kafka producer: ", err));
+  }
+  rk_ = rk;
+  for (int i = 0; i < kTopicKindCount; ++i) {
+    const std::string& name = internal::TopicName(options_, static_cast<TopicKind>(i));
+    topics_[i] = rd_kafka_topic_new(rk_, name.c_str(), nullptr);
+    if (topics_[i] == nullptr) {
+      std::string why = rd_kafka_err2str(rd_kafka_last_error());
+      DestroyProducer();
+      return absl::InvalidArgumentError(StrCat("relay: topic '", name, "': ", why));
+    }
+  }
+  // Delivery reports and errors land on the main queue: wake the relay thread when it stops
+  // being empty, so that it can sleep on one condition variable for Kafka and Notify() alike.
+  main_queue_ = rd_kafka_queue_get_main(rk_);
+  rd_kafka_queue_cb_event_enable(main_queue_, &RelayImpl::OnQueueEvent, this);
+  producers_created_.fetch_add(1);
+  return absl::OkStatus();
+}
+
+void RelayImpl::DestroyProducer() {
+  if (rk_ == nullptr) return;
+  if (outstanding_ > 0) {
+    // Whatever is still queued or in flight is given up here and resent from the outbox later;
+    // the purged records come back through their delivery reports, which free their opaques.
+    rd_kafka_purge(rk_, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+    auto deadline = SteadyClock::now() + kPurgeDrainTimeout;
+    while (outstanding_ > 0 && SteadyClock::now() < deadline) rd_kafka_poll(rk_, 50);
+    if (outstanding_ > 0) {
+      log_->warn("relay: {} purged records did not report back; their opaques are leaked",
+                 outstanding_);
+    }
+    outstanding_ = 0;
+  }
+  if (main_queue_ != nullptr) {
+    rd_kafka_queue_cb_event_enable(main_queue_, nullptr, nullptr);
+    rd_kafka_queue_destroy(main_queue_);
+    main_queue_ = nullptr;
+  }
+  for (auto*& t : topics_) {
+    if (t != nullptr) rd_kafka_topic_destroy(t);
+    t = nullptr;
+  }
+  rd_kafka_destroy(rk_);
+  rk_ = nullptr;
+}
+
+void RelayImpl::Start() {
+  if (started_ || shut_down_) return;
+  started_ = true;
+  thread_ = std::thread([this] { Run(); });
+}
+
+void RelayImpl::Shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
+  {
+    std::lock_guard lock(mu_);
+    stop_.store(true, std::memory_order_release);
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  DestroyProducer();  // the relay thread already did, unless it never ran
+  if (started_) {
+    log_->info("relay: stopped; {} records delivered since start, outbox cursor {}",
+               delivered_.load(), cursor_pub_.load());
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Callbacks. Everything but OnLog and OnQueueEvent runs on the relay thread inside
+// rd_kafka_poll / rd_kafka_flush. No exception may cross into librdkafka's C code.
+
+void RelayImpl::OnDeliveryReport(rd_kafka_t* rk, const rd_kafka_message_t* msg, void* opaque) {
+  std::unique_ptr<Delivery> d(static_cast<Delivery*>(msg->_private));
+  auto* self = static_cast<RelayImpl*>(opaque);
+  if (self == nullptr || d == nullptr) return;
+  try {
+    self->HandleDelivery(*msg, *d);
+  } catch (const std::exception& e) {
+    self->log_->error("relay: delivery report handling failed: {}", e.what());
+  } catch (...) {
+    self->log_->error("relay: delivery report handling failed");
+  }
+}
+
+void RelayImpl::OnError(rd_kafka_t* rk, int err, const char* reason, void* opaque) {
+  auto* self = static_cast<RelayImpl*>(opaque);
+  if (self == nullptr) return;
+  try {
+    self->HandleError(static_cast<rd_kafka_resp_err_t>(err), reason);
+  } catch (...) {
+  }
+}
+
+void RelayImpl::OnLog(const rd_kafka_t* rk, int level, const char* facility,
+                      const char* message) {
+  auto* self = static_cast<RelayImpl*>(rd_kafka_opaque(rk));
+  try {
+    auto logger = self != nullptr ? self->log_ : internal::BridgeLogger();
+    // syslog levels. librdkafka reports transient connection failures as LOG_ERR; they are
+    // warnings for us (the relay retries forever and reports reachability itself).
+    spdlog::level::level_enum lvl = level <= 2   ? spdlog::level::err
+                                    : level <= 4 ? spdlog::level::warn
+                                    : level <= 6 ? spdlog::level::info
+                                                 : spdlog::level::debug;
+    logger->log(lvl, "librdkafka {}: {}", facility != nullptr ? facility : "", message);
+  } catch (...) {
+  }
+}
+
+void RelayImpl::OnQueueEvent(rd_kafka_t*, void* opaque) {
+  // librdkafka thread; must not call librdkafka. Waking the relay thread is all it does.
+  auto* self = static_cast<RelayImpl*>(opaque);
+  if (self == nullptr) return;
+  try {
+    self->Wake();
+  } catch (...) {
+  }
+}
+
+void RelayImpl::HandleDelivery(const rd_kafka_message_t& msg, const Delivery& d) {
+  if (outstanding_ > 0) --outstanding_;
+  rd_kafka_resp_err_t err = msg.err;
+  if (err == RD_KAFKA_RESP_ERR_NO_ERROR &&
+      rd_kafka_message_status(&msg) != RD_KAFKA_MSG_STATUS_PERSISTED) {
+    err = RD_KAFKA_RESP_ERR__FAIL;  // only a PERSISTED record may leave the outbox
+  }
+  if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+    delivered_.fetch_add(1, std::memory_order_relaxed);
+    SetReachable(true, "a record was acknowledged");
+    failure_backoff_.Reset();
+    if (d.occurred_at_ms > 0) RecordLag(WallMillis() - d.occurred_at_ms);
+    if (d.generation != generation_) return;
+    auto it = std::lower_bound(window_.begin(), window_.end(), d.sequence,
+                               [](const Slot& s, uint64_t seq) { return s.sequence < seq; });
+    if (it != window_.end() && it->sequence == d.sequence) it->acked = true;
+    return;
+  }
+  if (err == RD_KAFKA_RESP_ERR__PURGE_QUEUE || err == RD_KAFKA_RESP_ERR__PURGE_INFLIGHT) {
+    return;  // we purged it (shutdown or new producer); it stays in the outbox
+  }
+  failed_.fetch_add(1, std::memory_order_relaxed);
+  if (err == RD_KAFKA_RESP_ERR__FATAL) fatal_.store(true);
+  if (options_.create_topics && UnknownTopicError(err)) topics_ready_ = false;
+  uint64_t suppressed = 0;
+  if (delivery_error_log_.Allow(&suppressed)) {
+    log_->error(
+        "relay: delivery of sequence {} to {} failed: {} ({}); resending from sequence {} "
+        "({} similar errors suppressed)",
+        d.sequence, msg.rkt != nullptr ? rd_kafka_topic_name(msg.rkt) : "?",
+        rd_kafka_err2name(err), rd_kafka_err2str(err), acked_through_, suppressed);
+  }
+  if (d.generation == generation_) reset_pending_ = true;
+}
+
+void RelayImpl::HandleError(rd_kafka_resp_err_t err, const char* reason) {
+  if (err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN || err == RD_KAFKA_RESP_ERR__TRANSPORT) {
+    SetReachable(false, reason != nullptr ? reason : rd_kafka_err2str(err));
+    return;
+  }
+  if (err == RD_KAFKA_RESP_ERR__FATAL) {
+    fatal_.store(true);
+    log_->critical("relay: fatal kafka producer error: {}", reason != nullptr ? reason : "");
+    return;
+  }
+  uint64_t suppressed = 0;
+  if (kafka_error_log_.Allow(&suppressed)) {
+    log_->warn("relay: kafka error {}: {} ({} similar suppressed)", rd_kafka_err2name(err),
+               reason != nullptr ? reason : "", suppressed);
+  }
+}
+
+void RelayImpl::SetReachable(bool reachable, std::string_view why) {
+  if (reachable_.exchange(reachable) == reachable) return;
+  if (reachable) {
+    log_->info("relay: kafka is reachable ({})", why);
+  } else {
+    log_->warn("relay: kafka is unreachable ({}); events stay in the outbox until it is back",
+               why);
+  }
+}
+
+void RelayImpl::RecordLag(int64_t lag_ms) {
+  std::lock_guard lock(lag_mu_);
+  double v = static_cast<double>(std::max<int64_t>(0, lag_ms));
+  if (lags_.size() < kLagReservoir) {
+    lags_.push_back(v);
+  } else {
+    lags_[lag_next_] = v;
+    lag_next_ = (lag_next_ + 1) % kLagReservoir;
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// The relay thread.
+
+void RelayImpl::Run() {
+  pthread_setname_np(pthread_self(), "feed-relay");
+  log_->info("relay: started at sequence {} (brokers {})", cursor_, options_.brokers);
+  while (!StopRequested()) {
+    auto now = SteadyClock::now();
+    if (inject_fatal_.exchange(false) && rk_ != nullptr) {
+      rd_kafka_test_fatal_error(rk_, RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER,
+                                "injected by a test");
+    }
+    if (rk_ != nullptr) ServeKafka();
+    if (fatal_.load() || rk_ == nullptr) {
+      if (now >= resume_at_) RecreateProducer();
+    } else if (!topics_ready_) {
+      if (now >= next_topic_attempt_) EnsureTopics();
+    } else {
+      if (reset_pending_ && outstanding_ == 0) FinishReset();
+      if (!reset_pending_ && SteadyClock::now() >= resume_at_) FillWindow();
+      ServeKafka();
+      CommitAcked(false);
+      MaybeProbe();
+    }
+    next_read_pub_.store(next_read_, std::memory_order_relaxed);
+    WaitForWork();
+  }
+  StopProducing();
+}
+
+void RelayImpl::WaitForWork() {
+  auto now = SteadyClock::now();
+  milliseconds timeout(options_.idle_poll_ms);
+  auto until = [&](SteadyClock::time_point t) {
+    auto left = std::chrono::ceil<milliseconds>(t - now);
+    timeout = std::min(timeout, std::max(left, milliseconds(0)));
+  };
+  if (commit_pending_) timeout = std::min(timeout, kCommitInterval);
+  if (resume_at_ > now) until(resume_at_);
+  if (!topics_ready_) until(next_topic_attempt_);
+  if (!reachable_.load()) until(next_probe_at_);
+  std::unique_lock lock(mu_);
+  cv_.wait_for(lock, timeout, [&] { return wake_ || StopRequested(); });
+  wake_ = false;
+}
+
+void RelayImpl::ServeKafka() {
+  // Drain the main queue completely: its wake-up callback fires only when it turns non-empty.
+  for (int i = 0; i < 10000; ++i) {
+    if (rd_kafka_poll(rk_, 0) == 0) return;
+  }
+  Wake();  // still busy: come back at once
+}
+
+void RelayImpl::EnsureTopics() {
+  next_topic_attempt_ = SteadyClock::now() + topic_backoff_.Next();
+  std::vector<std::string> names;
+  for (int i = 0; i < kTopicKindCount; ++i) {
+    const std::string& n = internal::TopicName(options_, static_cast<TopicKind>(i));
+    if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+  }
+  char err[512];
+  std::vector<rd_kafka_NewTopic_t*> new_topics;
+  for (const auto& n : names) {
+    rd_kafka_NewTopic_t* t = rd_kafka_NewTopic_new(n.c_str(), options_.partitions,
+                                                   options_.replication_factor, err, sizeof err);
+    if (t == nullptr) {
+      log_->error("relay: cannot describe topic {} for creation: {}; producing to it anyway", n,
+                  err);
+      continue;
+    }
+    new_topics.push_back(t);
+  }
+  if (new_topics.empty()) {
+    topics_ready_ = true;
+    return;
+  }
+  rd_kafka_AdminOptions_t* admin = rd_kafka_AdminOptions_new(rk_, RD_KAFKA_ADMIN_OP_CREATETOPICS);
+  rd_kafka_AdminOptions_set_request_timeout(admin, kAdminTimeoutMs, err, sizeof err);
+  rd_kafka_AdminOptions_set_operation_timeout(admin, kAdminTimeoutMs, err, sizeof err);
+  rd_kafka_queue_t* queue = rd_kafka_queue_new(rk_);
+  rd_kafka_CreateTopics(rk_, new_topics.data(), new_topics.size(), admin, queue);
+
+  // Wait for the result in short slices so that Shutdown is not held up by a dead broker.
+  rd_kafka_event_t* ev = nullptr;
+  auto deadline = SteadyClock::now() + milliseconds(2 * kAdminTimeoutMs + 1000);
+  while (ev == nullptr && !StopRequested() && SteadyClock::now() < deadline) {
+    ev = rd_kafka_queue_poll(queue, 100);
+    ServeKafka();
+  }
+  bool ready = false;
+  uint64_t suppressed = 0;
+  if (ev != nullptr && rd_kafka_event_error(ev) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    if (topic_error_log_.Allow(&suppressed)) {
+      log_->warn("relay: cannot create topics yet ({}); retrying ({} similar suppressed)",
+                 rd_kafka_event_error_string(ev), suppressed);
+    }
+  } else if (ev != nullptr) {
+    SetReachable(true, "admin request answered");
+    ready = true;
+    size_t count = 0;
+    const rd_kafka_topic_result_t** results =
+        rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &count);
+    for (size_t i = 0; i < count; ++i) {
+      const char* name = rd_kafka_topic_result_name(results[i]);
+      rd_kafka_resp_err_t e = rd_kafka_topic_result_error(results[i]);
+      const char* msg = rd_kafka_topic_result_error_string(results[i]);
+      if (e == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        log_->info("relay: created topic {} ({} partitions, replication factor {})", name,
+                   options_.partitions, options_.replication_factor);
+      } else if (e == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS) {
+        log_->debug("relay: topic {} exists", name);
+      } else if (RetriableAdminError(e)) {
+        ready = false;
+        if (topic_error_log_.Allow(&suppressed)) {
+          log_->warn("relay: cannot create topic {} yet ({}: {}); retrying", name,
+                     rd_kafka_err2name(e), msg != nullptr ? msg : "");
+        }
+      } else {
+        // Not ours to fix (e.g. no permission: an operator manages the topics). Producing
+        // shows whether the topic is usable; a failed delivery is retried anyway.
+        log_->error("relay: cannot create topic {} ({}: {}); producing to it anyway", name,
+                    rd_kafka_err2name(e), msg != nullptr ? msg : "");
+      }
+    }
+  } else if (!StopRequested()) {
+    if (topic_error_log_.Allow(&suppressed)) {
+      log_->warn("relay: no answer to the topic creation request; retrying");
+    }
+  }
+  if (ev != nullptr) rd_kafka_event_destroy(ev);
+  rd_kafka_queue_destroy(queue);
+  rd_kafka_AdminOptions_destroy(admin);
+  rd_kafka_NewTopic_destroy_array(new_topics.data(), new_topics.size());
+  if (ready) {
+    topics_ready_ = true;
+    topic_backoff_.Reset();
+  }
+}
+
+void RelayImpl::FillWindow() {
+  if (window_.size() >= options_.max_in_flight) return;
+  size_t budget = std::min(options_.read_batch, options_.max_in_flight - window_.size());
+  const std::string start = storage::EncodeSequence(next_read_);
+  absl::Status s = store_.Scan(
+      Table::kOutbox, start, "", [&](std::string_view key, std::string_view value) {
+        auto seq = storage::DecodeSequence(key);
+        if (!seq) {
+          // Not a key the writer makes. It is passed over (and deleted with the prefix that
+          // covers it); the scan goes on.
+          uint64_t suppressed = 0;
+          if (event_warning_log_.Allow(&suppressed)) {
+            log_->error("relay: outbox key of {} bytes is not a sequence; ignored", key.size());
+          }
+          return true;
+        }
+        if (!Produce(*seq, value)) return false;
+        next_read_ = *seq + 1;
+        return --budget > 0;
+      });
+  if (!s.ok()) {
+    uint64_t suppressed = 0;
+    if (scan_error_log_.Allow(&suppressed)) {
+      log_->error("relay: outbox scan failed: {}; retrying", s.ToString());
+    }
+    resume_at_ = SteadyClock::now() + failure_backoff_.Next();
+  }
+}
+
+// Produces the outbox entry at `sequence`; false when it could not be handed to librdkafka
+// (the scan stops and the entry is read again later).
+bool RelayImpl::Produce(uint64_t sequence, std::string_view stored) {
+  events::v1::Event event;
+  if (!event.ParseFromArray(stored.data(), static_cast<int>(stored.size()))) {
+    // The one case where an entry is skipped rather than retried. Bytes that do not parse as
+    // an Event have no key, topic or event_id: no record can be built from them, retrying
+    // cannot change that, and holding them back would stop every later event forever. The
+    // writer never stores such bytes (it serializes an Event in the same batch), so this means
+    // corruption; it is logged with its sequence, counted in stats.failed and deleted with the
+    // acknowledged prefix. Events that parse but look wrong are published as they are.
+    failed_.fetch_add(1, std::memory_order_relaxed);
+    log_->error("relay: outbox entry {} ({} bytes) is not an events.v1.Event; skipped", sequence,
+                stored.size());
+    window_.push_back(Slot{sequence, 0, true});
+    return true;
+  }
+  uint64_t suppressed = 0;
+  if (event.sequence() != sequence && event_warning_log_.Allow(&suppressed)) {
+    log_->warn("relay: outbox entry {} holds an event with sequence {}; sent as {}", sequence,
+               event.sequence(), sequence);
+  }
+  Record r = internal::BuildRecord(event, sequence, stored, options_);
+  if (!r.routed && event_warning_log_.Allow(&suppressed)) {
+    log_->warn("relay: event {} (type '{}') has no known payload; sent to the stock topic",
+               sequence, event.type());
+  }
+  rd_kafka_headers_t* headers = rd_kafka_headers_new(r.headers.size());
+  for (const auto& [name, value] : r.headers) {
+    rd_kafka_header_add(headers, name.data(), static_cast<ssize_t>(name.size()), value.data(),
+                        static_cast<ssize_t>(value.size()));
+  }
+  auto* d = new Delivery(sequence, r.occurred_at_ms, generation_);
+  rd_kafka_resp_err_t err = rd_kafka_producev(
+      rk_, RD_KAFKA_V_RKT(topics_[static_cast<int>(r.topic)]),
+      RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+      RD_KAFKA_V_KEY(r.key.empty() ? nullptr : r.key.data(), r.key.size()),
+      RD_KAFKA_V_VALUE(r.value.data(), r.value.size()), RD_KAFKA_V_HEADERS(headers),
+      RD_KAFKA_V_OPAQUE(d), RD_KAFKA_V_END);
+  if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+    ++outstanding_;
+    window_.push_back(Slot{sequence, r.occurred_at_ms, false});
+    return true;
+  }
+  // Not accepted: librdkafka did not take the headers or the opaque.
+  rd_kafka_headers_destroy(headers);
+  delete d;
+  if (err == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+    // Only with a user queue.buffering.max.messages below max_in_flight: wait for reports.
+    if (outstanding_ == 0) resume_at_ = SteadyClock::now() + milliseconds(10);
+    return false;
+  }
+  if (err == RD_KAFKA_RESP_ERR__FATAL) {
+    fatal_.store(true);
+    return false;
+  }
+  // Permanent for this record (e.g. larger than message.max.bytes): it cannot be skipped, so
+  // the relay retries it with backoff and stops there until it goes through.
+  failed_.fetch_add(1, std::memory_order_relaxed);
+  if (options_.create_topics && UnknownTopicError(err)) topics_ready_ = false;
+  if (produce_error_log_.Allow(&suppressed)) {
+    log_->error("relay: cannot produce sequence {} ({} bytes) to {}: {}; retrying ({} similar "
+                "suppressed)",
+                sequence, r.value.size(), internal::TopicName(options_, r.topic),
+                rd_kafka_err2str(err), suppressed);
+  }
+  resume_at_ = SteadyClock::now() + failure_backoff_.Next();
+  return false;
+}
+
+void RelayImpl::CommitAcked(bool force) {
+  while (!window_.empty() && window_.front().acked) {
+    acked_through_ = window_.front().sequence + 1;
+    window_.pop_front();
+  }
+  oldest_unacked_ms_.store(window_.empty() ? 0 : window_.front().occurred_at_ms,
+                           std::memory_order_relaxed);
+  if (acked_through_ <= cursor_) {
+    commit_pending_ = false;
+    return;
+  }
+  auto now = SteadyClock::now();
+  if (!force && !window_.empty() && now - last_commit_ < kCommitInterval) {
+    commit_pending_ = true;
+    return;
+  }
+  auto group = store_.NewWriteGroup();
+  group->DeleteRange(Table::kOutbox, storage::EncodeSequence(cursor_),
+                     storage::EncodeSequence(acked_through_));
+  group->Put(Table::kMeta, storage::meta_keys::kRelayCursor,
+             storage::EncodeSequence(acked_through_));
+  absl::Status s = store_.Commit(*group, storage::CommitMode::kNoSync);
+  last_commit_ = now;
+  if (!s.ok()) {
+    commit_pending_ = true;
+    uint64_t suppressed = 0;
+    if (commit_error_log_.Allow(&suppressed)) {
+      log_->error("relay: cannot delete delivered events from the outbox: {}; retrying",
+                  s.ToString());
+    }
+    return;
+  }
+  cursor_ = acked_through_;
+  cursor_pub_.store(cursor_, std::memory_order_relaxed);
+  commit_pending_ = false;
+}
+
+void RelayImpl::FinishReset() {
+  // Every record of the failed window has reported back; keep what was acknowledged in order
+  // and resend the rest. Records after the failed one that did get through are sent again
+  // (consumers deduplicate by event_id); skipping them would reorder their keys.
+  CommitAcked(true);
+  window_.clear();
+  next_read_ = acked_through_;
+  ++generation_;
+  reset_pending_ = false;
+  milliseconds delay = failure_backoff_.Next();
+  resume_at_ = SteadyClock::now() + delay;
+  log_->warn("relay: resending from sequence {} in {} ms", next_read_, delay.count());
+}
+
+void RelayImpl::RecreateProducer() {
+  if (rk_ != nullptr) {
+    char reason[512] = "";
+    rd_kafka_resp_err_t err = rd_kafka_fatal_error(rk_, reason, sizeof reason);
+    ServeKafka();
+    CommitAcked(true);
+    log_->critical(
+        "relay: the kafka producer failed fatally ({}: {}); recreating it and resending from "
+        "sequence {} (records after it may be delivered twice)",
+        rd_kafka_err2name(err), reason, acked_through_);
+    DestroyProducer();
+    CommitAcked(true);  // reports that came in while purging
+  }
+  window_.clear();
+  next_read_ = acked_through_;
+  ++generation_;
+  reset_pending_ = false;
+  fatal_.store(false);
+  reachable_.store(false);
+  absl::Status s = MakeProducer();
+  if (!s.ok()) {
+    milliseconds delay = recreate_backoff_.Next();
+    log_->error("relay: {}; retrying in {} ms", s.ToString(), delay.count());
+    resume_at_ = SteadyClock::now() + delay;
+    return;
+  }
+  recreate_backoff_.Reset();
+  next_probe_at_ = SteadyClock::now();
+}
+
+void RelayImpl::MaybeProbe() {
+  if (reachable_.load()) return;
+  auto now = SteadyClock::now();
+  if (now < next_probe_at_) return;
+  next_probe_at_ = now + kProbeInterval;
+  // Blocks this thread up to kProbeTimeoutMs; only while the broker looks unreachable.
+  const rd_kafka_metadata_t* md = nullptr;
+  if (rd_kafka_metadata(rk_, 0, nullptr, &md, kProbeTimeoutMs) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+    if (md->broker_cnt > 0) SetReachable(true, "metadata request answered");
+    rd_kafka_metadata_destroy(md);
+  }
+}
+
+void RelayImpl::StopProducing() {
+  if (rk_ == nullptr) return;
+  ServeKafka();
+  // No new entries are read from here on. Give what is in flight shutdown_flush_ms to be
+  // acknowledged, deleting acknowledged entries as they come.
+  auto deadline = SteadyClock::now() + milliseconds(options_.shutdown_flush_ms);
+  while (outstanding_ > 0) {
+    auto left = std::chrono::ceil<milliseconds>(deadline - SteadyClock::now());
+    if (left.count() <= 0) break;
+    rd_kafka_flush(rk_, static_cast<int>(std::min<int64_t>(100, left.count())));
+    CommitAcked(false);
+  }
+  CommitAcked(true);
+  uint64_t left = outstanding_;
+  DestroyProducer();
+  CommitAcked(true);
+  if (left > 0) {
+    log_->info("relay: {} records unacknowledged at shutdown stay in the outbox from sequence {}",
+               left, acked_through_);
+  }
+}
+
+RelayStats RelayImpl::stats() const {
+  RelayStats s;
+  s.delivered = delivered_.load(std::memory_order_relaxed);
+  s.failed = failed_.load(std::memory_order_relaxed);
+  s.kafka_reachable = reachable_.load(std::memory_order_relaxed);
+  s.next_sequence_to_send = next_read_pub_.load(std::memory_order_relaxed);
+  uint64_t cursor = cursor_pub_.load(std::memory_order_relaxed);
+
+  auto next = store_.Get(Table::kMeta, storage::meta_keys::kNextSequence);
+  std::optional<uint64_t> next_seq;
+  if (next.ok() && next->has_value()) next_seq = storage::DecodeSequence(**next);
+  std::optional<int64_t> first_occurred_ms;
+  if (next_seq) {
+    s.outbox_depth = *next_seq > cursor ? *next_seq - cursor : 0;
+  } else {
+    // No writer bookkeeping (a store filled by other means): count.
+    (void)store_.Scan(Table::kOutbox, storage::EncodeSequence(cursor), "",
+                      [&](std::string_view, std::string_view) {
+                        ++s.outbox_depth;
+                        return true;
+                      });
+  }
+  if (s.outbox_depth > 0) {
+    int64_t oldest = oldest_unacked_ms_.load(std::memory_order_relaxed);
+    if (oldest == 0) {
+      (void)store_.Scan(Table::kOutbox, storage::EncodeSequence(cursor), "",
+                        [&](std::string_view, std::string_view value) {
+                          events::v1::Event e;
+                          if (e.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
+                            oldest = e.occurred_at().seconds() * 1000 +
+                                     e.occurred_at().nanos() / 1'000'000;
+                          }
+                          return false;
+                        });
+    }
+    if (oldest > 0) s.oldest_undelivered_age_ms = std::max<int64_t>(0, WallMillis() - oldest);
+  }
+
+  std::vector<double> lags;
+  {
+    std::lock_guard lock(lag_mu_);
+    lags = lags_;
+  }
+  if (!lags.empty()) {
+    auto pct = [&](double p) {
+      size_t i = std::min(lags.size() - 1, static_cast<size_t>(p * static_cast<double>(lags.size())));
+      std::nth_element(lags.begin(), lags.begin() + static_cast<std::ptrdiff_t>(i), lags.end());
+      return lags[i];
+    };
+    s.lag_p50_ms = pct(0.50);
+    s.lag_p99_ms = pct(0.99);
+  }
+  return s;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Relay>> Relay::Create(storage::Store& store,
+                                                     const RelayOptions& options) {
+  if (absl::Status s = ValidateOptions(options); !s.ok()) return s;
+  auto relay = std::make_unique<RelayImpl>(store, options);
+  if (absl::Status s = relay->Init(); !s.ok()) return s;
+  return std::unique_ptr<Relay>(std::move(relay));
+}
+
+namespace testing {
+
+void InjectFatalError(Relay& relay) {
+  if (auto* impl = dynamic_cast<RelayImpl*>(&relay)) impl->InjectFatalError();
+}
+
+int ProducersCreated(const Relay& relay) {
+  auto* impl = dynamic_cast<const RelayImpl*>(&relay);
+  return impl != nullptr ? impl->producers_created() : 0;
+}
+
+int64_t LiveDeliveries() { return g_live_deliveries.load(); }
+
+}  // namespace testing
+}  // namespace feed::bridge

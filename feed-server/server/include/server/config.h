@@ -1,0 +1,78 @@
+// The server's configuration: one struct, parsed once from flags, environment variables
+// (FEED_*) and an optional config file (--config, TOML/INI), validated at start.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/options.h"
+#include "storage/store.h"
+
+namespace feed::server {
+
+struct KafkaConfig {
+  // Empty: the relay is off (events stay in the outbox until it is turned on).
+  std::string brokers;
+  std::string stock_topic = "inventory.stock.v1";
+  std::string order_status_topic = "orders.status.v1";
+  std::string receipt_topic = "orders.receipts.v1";
+  int partitions = 3;
+  int replication_factor = 1;
+  bool create_topics = true;
+  // "protobuf" (default) or "json".
+  std::string value_format = "protobuf";
+  std::string ce_source = "urn:inventory-feed";
+  // Passed to librdkafka as is (security.protocol, sasl.*, ssl.*, linger.ms, ...).
+  std::map<std::string, std::string> properties;
+  int64_t shutdown_flush_ms = 5000;
+};
+
+struct ServerConfig {
+  std::string listen = "127.0.0.1:50051";
+  // Empty disables the Prometheus endpoint.
+  std::string metrics_listen = "127.0.0.1:9464";
+  std::string data_dir = "./data";
+  storage::Durability durability = storage::Durability::kSync;
+  std::string log_format = "text";  // text | json
+  std::string log_level = "info";
+  // Log one line per RPC (at info level).
+  bool log_rpcs = true;
+
+  core::CoreOptions core;
+
+  // gRPC transport limits.
+  int max_receive_message_bytes = 1 << 20;
+  int max_concurrent_streams_per_connection = 1000;
+  // Open WatchStock + Feed + StreamOrderUpdates streams across all clients.
+  int max_open_streams = 20000;
+  // Commands of one Feed stream applied concurrently; more wait before being read.
+  int feed_max_inflight_commands = 1024;
+  // Distinct levels queued for one slow stream before it is ended with RESOURCE_EXHAUSTED.
+  int stream_max_queued_levels = 10000;
+  // A stream whose single in-flight write has not completed for this long is ended.
+  int64_t stream_stall_timeout_ms = 30000;
+  int64_t keepalive_time_ms = 60000;
+  int64_t keepalive_timeout_ms = 20000;
+  // Clients pinging more often than this without data get GOAWAY (ping-flood protection).
+  int64_t keepalive_min_client_ping_interval_ms = 10000;
+  int64_t max_connection_idle_ms = 0;  // 0 = never close idle connections
+  int64_t shutdown_grace_ms = 10000;
+  // Completion-queue / callback threads (0 = gRPC default).
+  int server_threads = 0;
+
+  KafkaConfig kafka;
+};
+
+// Parses argv (+ environment + config file). On --help/--version returns an exit code to
+// return with; on an invalid value returns INVALID_ARGUMENT with one clear line.
+struct ParseResult {
+  std::optional<ServerConfig> config;
+  int exit_code = 0;
+};
+absl::StatusOr<ParseResult> ParseServerConfig(int argc, char** argv);
+
+}  // namespace feed::server

@@ -1,0 +1,80 @@
+// Logging (spdlog, text or JSON) and Prometheus metrics (prometheus-cpp) of the server.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "grpcpp/support/status.h"
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+
+namespace feed::server {
+
+// Installs the default logger and the "rpc" logger. json: one JSON object per line.
+void SetupLogging(const std::string& format, const std::string& level);
+
+class Metrics {
+ public:
+  Metrics();
+
+  std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
+
+  // One finished call: counts it and observes its latency, by method and code.
+  void RecordCall(std::string_view method, grpc::StatusCode code, double seconds);
+  void StreamOpened(std::string_view kind);
+  void StreamClosed(std::string_view kind);
+  // Updates queued (or dequeued, negative) for stream readers, and conflations.
+  void QueuedUpdates(int64_t delta) { queued_updates_->Increment(static_cast<double>(delta)); }
+  void Conflated(uint64_t n) { conflated_->Increment(static_cast<double>(n)); }
+  void SlowReaderEnded() { slow_reader_ended_->Increment(); }
+  // The writer's batches (group commit).
+  void ObserveBatch(size_t commands, size_t events, double commit_seconds);
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Family<prometheus::Counter>* calls_;
+  prometheus::Family<prometheus::Histogram>* latency_;
+  prometheus::Family<prometheus::Gauge>* open_streams_;
+  prometheus::Gauge* queued_updates_;
+  prometheus::Counter* conflated_;
+  prometheus::Counter* slow_reader_ended_;
+  prometheus::Histogram* batch_commands_;
+  prometheus::Histogram* batch_commit_seconds_;
+  prometheus::Counter* events_;
+
+  struct CallMetrics {
+    prometheus::Counter* calls;
+    prometheus::Histogram* latency;
+  };
+  std::mutex mu_;
+  std::map<std::pair<std::string, int>, CallMetrics, std::less<>> by_method_code_;
+  std::map<std::string, prometheus::Gauge*, std::less<>> streams_by_kind_;
+};
+
+// Times one RPC; Finish logs one structured line and records the metrics.
+class CallRecord {
+ public:
+  CallRecord(Metrics* metrics, bool log, std::string_view method, std::string peer)
+      : metrics_(metrics),
+        log_(log),
+        method_(method),
+        peer_(std::move(peer)),
+        start_(std::chrono::steady_clock::now()) {}
+  void Finish(const grpc::Status& status);
+
+ private:
+  Metrics* metrics_;
+  bool log_;
+  std::string_view method_;
+  std::string peer_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace feed::server

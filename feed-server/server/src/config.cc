@@ -1,0 +1,189 @@
+#include "server/config.h"
+
+#include <iostream>
+
+#include "CLI/CLI.hpp"
+#include "core/strings.h"
+
+namespace feed::server {
+
+absl::StatusOr<ParseResult> ParseServerConfig(int argc, char** argv) {
+  ServerConfig c;
+  CLI::App app{"feed-server: the inventory feed (gRPC + RocksDB + Kafka outbox relay)"};
+  app.option_defaults()->always_capture_default();
+  app.set_config("--config", "", "TOML or INI file with any of the options below");
+  app.get_formatter()->column_width(46);
+
+  auto env = [](CLI::Option* o, const char* name) { return o->envname(name); };
+  std::string durability = "sync";
+  env(app.add_option("--listen", c.listen, "gRPC address"), "FEED_LISTEN");
+  env(app.add_option("--metrics-listen", c.metrics_listen,
+                     "Prometheus /metrics address (empty disables)"),
+      "FEED_METRICS_LISTEN");
+  env(app.add_option("--data-dir", c.data_dir, "RocksDB directory"), "FEED_DATA_DIR");
+  env(app.add_option("--durability", durability,
+                     "sync: fsync the WAL before any reply; async: no fsync (survives a "
+                     "process crash, not a power loss)")
+          ->check(CLI::IsMember({"sync", "async"})),
+      "FEED_DURABILITY");
+  env(app.add_option("--log-format", c.log_format, "text or json")
+          ->check(CLI::IsMember({"text", "json"})),
+      "FEED_LOG_FORMAT");
+  env(app.add_option("--log-level", c.log_level, "trace, debug, info, warn, error")
+          ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"})),
+      "FEED_LOG_LEVEL");
+  env(app.add_option("--log-rpcs", c.log_rpcs, "one log line per RPC"), "FEED_LOG_RPCS");
+
+  auto& o = c.core;
+  auto& l = o.limits;
+  env(app.add_option("--default-location", o.default_location,
+                     "location used when a request names none"),
+      "FEED_DEFAULT_LOCATION");
+  env(app.add_option("--hold-ttl-ms", o.default_hold_ttl_ms, "default hold time to live")
+          ->check(CLI::Range(int64_t{1000}, int64_t{7} * 24 * 3600 * 1000)),
+      "FEED_HOLD_TTL_MS");
+  env(app.add_option("--idempotency-retention-ms", o.idempotency_retention_ms,
+                     "how long idempotency keys are remembered")
+          ->check(CLI::Range(int64_t{1000}, int64_t{30} * 24 * 3600 * 1000)),
+      "FEED_IDEMPOTENCY_RETENTION_MS");
+  env(app.add_option("--max-batch", o.max_batch_commands, "commands per WriteBatch (group commit)")
+          ->check(CLI::Range(1, 100000)),
+      "FEED_MAX_BATCH");
+  env(app.add_option("--max-queue-depth", o.max_queue_depth,
+                     "commands waiting for the writer before RESOURCE_EXHAUSTED")
+          ->check(CLI::Range(1, 10000000)),
+      "FEED_MAX_QUEUE_DEPTH");
+  env(app.add_option("--change-feed-retention", o.change_feed_retention,
+                     "events kept in memory for stream resume")
+          ->check(CLI::Range(0, 10000000)),
+      "FEED_CHANGE_FEED_RETENTION");
+  env(app.add_option("--sweep-interval-ms", o.sweep_interval_ms, "hold expiry sweep period")
+          ->check(CLI::Range(int64_t{10}, int64_t{3600000})),
+      "FEED_SWEEP_INTERVAL_MS");
+  env(app.add_option("--max-id-length", l.max_id_length, "sku/location/id length limit")
+          ->check(CLI::Range(8, 1024)),
+      "FEED_MAX_ID_LENGTH");
+  env(app.add_option("--max-quantity", l.max_quantity, "largest quantity in one line")
+          ->check(CLI::Range(int64_t{1}, int64_t{1'000'000'000})),
+      "FEED_MAX_QUANTITY");
+  env(app.add_option("--max-lines", l.max_lines_per_request, "lines per reserve/order")
+          ->check(CLI::Range(1, 10000)),
+      "FEED_MAX_LINES");
+  env(app.add_option("--max-keys-per-read", l.max_keys_per_read,
+                     "keys per GetStock / WatchStock / subscribe")
+          ->check(CLI::Range(1, 100000)),
+      "FEED_MAX_KEYS_PER_READ");
+  env(app.add_option("--max-hold-ttl-ms", l.max_hold_ttl_ms, "longest hold a client may ask for")
+          ->check(CLI::Range(int64_t{1000}, int64_t{30} * 24 * 3600 * 1000)),
+      "FEED_MAX_HOLD_TTL_MS");
+
+  env(app.add_option("--max-receive-message-bytes", c.max_receive_message_bytes,
+                     "largest request message")
+          ->check(CLI::Range(1024, 64 << 20)),
+      "FEED_MAX_RECEIVE_MESSAGE_BYTES");
+  env(app.add_option("--max-concurrent-streams", c.max_concurrent_streams_per_connection,
+                     "HTTP/2 streams per connection")
+          ->check(CLI::Range(1, 100000)),
+      "FEED_MAX_CONCURRENT_STREAMS");
+  env(app.add_option("--max-open-streams", c.max_open_streams,
+                     "open WatchStock/Feed/StreamOrderUpdates streams in total")
+          ->check(CLI::Range(1, 1000000)),
+      "FEED_MAX_OPEN_STREAMS");
+  env(app.add_option("--feed-max-inflight", c.feed_max_inflight_commands,
+                     "commands of one Feed stream in flight")
+          ->check(CLI::Range(1, 100000)),
+      "FEED_FEED_MAX_INFLIGHT");
+  env(app.add_option("--stream-max-queued-levels", c.stream_max_queued_levels,
+                     "distinct levels queued for a slow reader before RESOURCE_EXHAUSTED")
+          ->check(CLI::Range(1, 10000000)),
+      "FEED_STREAM_MAX_QUEUED_LEVELS");
+  env(app.add_option("--stream-stall-timeout-ms", c.stream_stall_timeout_ms,
+                     "end a stream whose write is stuck this long")
+          ->check(CLI::Range(int64_t{100}, int64_t{3600000})),
+      "FEED_STREAM_STALL_TIMEOUT_MS");
+  env(app.add_option("--keepalive-time-ms", c.keepalive_time_ms, "server keepalive ping period")
+          ->check(CLI::Range(int64_t{1000}, int64_t{7200000})),
+      "FEED_KEEPALIVE_TIME_MS");
+  env(app.add_option("--keepalive-timeout-ms", c.keepalive_timeout_ms,
+                     "close a connection whose ping is not answered in this time")
+          ->check(CLI::Range(int64_t{100}, int64_t{600000})),
+      "FEED_KEEPALIVE_TIMEOUT_MS");
+  env(app.add_option("--keepalive-min-ping-interval-ms", c.keepalive_min_client_ping_interval_ms,
+                     "minimum client ping interval enforced (ping-flood protection)")
+          ->check(CLI::Range(int64_t{0}, int64_t{3600000})),
+      "FEED_KEEPALIVE_MIN_PING_INTERVAL_MS");
+  env(app.add_option("--max-connection-idle-ms", c.max_connection_idle_ms,
+                     "close connections idle this long (0 = never)")
+          ->check(CLI::Range(int64_t{0}, int64_t{86400000})),
+      "FEED_MAX_CONNECTION_IDLE_MS");
+  env(app.add_option("--shutdown-grace-ms", c.shutdown_grace_ms,
+                     "time in-flight calls get to finish on SIGTERM")
+          ->check(CLI::Range(int64_t{0}, int64_t{600000})),
+      "FEED_SHUTDOWN_GRACE_MS");
+  env(app.add_option("--server-threads", c.server_threads, "gRPC server threads (0 = default)")
+          ->check(CLI::Range(0, 256)),
+      "FEED_SERVER_THREADS");
+
+  auto& k = c.kafka;
+  std::vector<std::string> kafka_properties;
+  env(app.add_option("--kafka-brokers", k.brokers,
+                     "bootstrap servers; empty keeps events in the outbox"),
+      "FEED_KAFKA_BROKERS");
+  env(app.add_option("--kafka-stock-topic", k.stock_topic, "stock changes, keyed by SKU"),
+      "FEED_KAFKA_STOCK_TOPIC");
+  env(app.add_option("--kafka-order-status-topic", k.order_status_topic,
+                     "order status, keyed by order id"),
+      "FEED_KAFKA_ORDER_STATUS_TOPIC");
+  env(app.add_option("--kafka-receipt-topic", k.receipt_topic, "receipts, keyed by order id"),
+      "FEED_KAFKA_RECEIPT_TOPIC");
+  env(app.add_option("--kafka-partitions", k.partitions, "partitions of created topics")
+          ->check(CLI::Range(1, 10000)),
+      "FEED_KAFKA_PARTITIONS");
+  env(app.add_option("--kafka-replication-factor", k.replication_factor,
+                     "replication factor of created topics")
+          ->check(CLI::Range(1, 32)),
+      "FEED_KAFKA_REPLICATION_FACTOR");
+  env(app.add_option("--kafka-create-topics", k.create_topics,
+                     "create missing topics at start through the admin API"),
+      "FEED_KAFKA_CREATE_TOPICS");
+  env(app.add_option("--kafka-value-format", k.value_format, "protobuf or json")
+          ->check(CLI::IsMember({"protobuf", "json"})),
+      "FEED_KAFKA_VALUE_FORMAT");
+  env(app.add_option("--kafka-ce-source", k.ce_source, "CloudEvents source attribute"),
+      "FEED_KAFKA_CE_SOURCE");
+  env(app.add_option("--kafka-property", kafka_properties,
+                     "librdkafka setting key=value (repeatable), e.g. security.protocol=SSL"),
+      "FEED_KAFKA_PROPERTIES");
+  env(app.add_option("--kafka-shutdown-flush-ms", k.shutdown_flush_ms,
+                     "time to flush in-flight records on shutdown")
+          ->check(CLI::Range(int64_t{0}, int64_t{600000})),
+      "FEED_KAFKA_SHUTDOWN_FLUSH_MS");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    std::cout << app.help();
+    return ParseResult{std::nullopt, 0};
+  } catch (const CLI::ParseError& e) {
+    return absl::InvalidArgumentError(e.what());
+  }
+  c.durability = durability == "sync" ? storage::Durability::kSync : storage::Durability::kAsync;
+  for (const auto& kv : kafka_properties) {
+    auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return absl::InvalidArgumentError(
+          StrCat("--kafka-property: expected key=value, got '", kv, "'"));
+    }
+    k.properties[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  if (l.max_hold_ttl_ms < o.default_hold_ttl_ms) {
+    return absl::InvalidArgumentError(
+        StrCat("--hold-ttl-ms (", o.default_hold_ttl_ms, ") must not exceed --max-hold-ttl-ms (",
+               l.max_hold_ttl_ms, ")"));
+  }
+  if (c.listen.empty()) return absl::InvalidArgumentError("--listen: must not be empty");
+  if (c.data_dir.empty()) return absl::InvalidArgumentError("--data-dir: must not be empty");
+  return ParseResult{std::move(c), 0};
+}
+
+}  // namespace feed::server

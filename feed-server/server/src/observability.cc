@@ -1,0 +1,189 @@
+#include "server/observability.h"
+
+#include "nlohmann/json.hpp"
+#include "spdlog/async.h"
+#include "spdlog/pattern_formatter.h"
+#include "spdlog/sinks/stdout_sinks.h"
+#include "spdlog/spdlog.h"
+
+namespace feed::server {
+namespace {
+
+// %j: the message as a JSON string (quotes included), so text from any module stays valid JSON.
+class JsonMessageFlag : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&,
+              spdlog::memory_buf_t& dest) override {
+    std::string s = nlohmann::json(std::string(msg.payload.data(), msg.payload.size())).dump();
+    dest.append(s.data(), s.data() + s.size());
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override {
+    return std::make_unique<JsonMessageFlag>();
+  }
+};
+
+constexpr const char* kCodeNames[] = {
+    "OK",       "CANCELLED",         "UNKNOWN",          "INVALID_ARGUMENT",   "DEADLINE_EXCEEDED",
+    "NOT_FOUND", "ALREADY_EXISTS",   "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+    "ABORTED",  "OUT_OF_RANGE",      "UNIMPLEMENTED",    "INTERNAL",           "UNAVAILABLE",
+    "DATA_LOSS", "UNAUTHENTICATED"};
+
+bool g_json_logs = false;
+
+const char* CodeName(grpc::StatusCode code) {
+  int i = static_cast<int>(code);
+  return i >= 0 && i < 17 ? kCodeNames[i] : "UNKNOWN";
+}
+
+}  // namespace
+
+void SetupLogging(const std::string& format, const std::string& level) {
+  // Asynchronous loggers keep stdout writes off the request path; when the queue is full the
+  // oldest lines are dropped rather than blocking a request.
+  g_json_logs = format == "json";
+  spdlog::init_thread_pool(65536, 1);
+  auto sink = std::make_shared<spdlog::sinks::stdout_sink_mt>();
+  auto make = [&](const std::string& name) {
+    auto logger = std::make_shared<spdlog::async_logger>(
+        name, sink, spdlog::thread_pool(), spdlog::async_overflow_policy::overrun_oldest);
+    if (format == "json" && name == "rpc") {
+      // CallRecord writes the fields itself: method, peer, duration_us, code, message.
+      logger->set_pattern(R"({"ts":"%Y-%m-%dT%H:%M:%S.%fZ","level":"%l","logger":"%n",%v})");
+    } else if (format == "json") {
+      auto formatter = std::make_unique<spdlog::pattern_formatter>();
+      formatter->add_flag<JsonMessageFlag>('j').set_pattern(
+          R"({"ts":"%Y-%m-%dT%H:%M:%S.%fZ","level":"%l","logger":"%n","msg":%j})");
+      logger->set_formatter(std::move(formatter));
+    } else {
+      logger->set_pattern("%Y-%m-%dT%H:%M:%S.%f %^%l%$ [%n] %v");
+    }
+    logger->set_level(spdlog::level::from_str(level));
+    return logger;
+  };
+  spdlog::drop_all();
+  spdlog::set_default_logger(make("feed"));
+  spdlog::register_logger(make("rpc"));
+  spdlog::flush_every(std::chrono::seconds(1));
+  spdlog::flush_on(spdlog::level::warn);
+}
+
+Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
+  calls_ = &prometheus::BuildCounter()
+                .Name("feed_rpc_calls_total")
+                .Help("Finished RPCs by method and status code")
+                .Register(*registry_);
+  latency_ = &prometheus::BuildHistogram()
+                  .Name("feed_rpc_duration_seconds")
+                  .Help("RPC latency by method and status code (streams: lifetime)")
+                  .Register(*registry_);
+  open_streams_ = &prometheus::BuildGauge()
+                       .Name("feed_open_streams")
+                       .Help("Open server streams by kind")
+                       .Register(*registry_);
+  queued_updates_ = &prometheus::BuildGauge()
+                         .Name("feed_stream_queued_updates")
+                         .Help("Updates waiting in the queues of all stream readers")
+                         .Register(*registry_)
+                         .Add({});
+  conflated_ = &prometheus::BuildCounter()
+                    .Name("feed_stream_conflated_total")
+                    .Help("Stock updates replaced by a newer one before a slow reader got them")
+                    .Register(*registry_)
+                    .Add({});
+  slow_reader_ended_ = &prometheus::BuildCounter()
+                            .Name("feed_stream_slow_reader_ended_total")
+                            .Help("Streams ended with RESOURCE_EXHAUSTED for falling behind")
+                            .Register(*registry_)
+                            .Add({});
+  batch_commands_ = &prometheus::BuildHistogram()
+                         .Name("feed_writer_batch_commands")
+                         .Help("Commands per writer batch (group commit size)")
+                         .Register(*registry_)
+                         .Add({}, prometheus::Histogram::BucketBoundaries{1, 2, 4, 8, 16, 32, 64,
+                                                                          128, 256, 512, 1024});
+  batch_commit_seconds_ = &prometheus::BuildHistogram()
+                               .Name("feed_writer_commit_seconds")
+                               .Help("Time to commit one writer batch (WriteBatch + WAL sync)")
+                               .Register(*registry_)
+                               .Add({}, prometheus::Histogram::BucketBoundaries{
+                                            0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025,
+                                            0.005, 0.01, 0.025, 0.05, 0.1, 0.5});
+  events_ = &prometheus::BuildCounter()
+                 .Name("feed_events_committed_total")
+                 .Help("Events written to the outbox")
+                 .Register(*registry_)
+                 .Add({});
+}
+
+void Metrics::RecordCall(std::string_view method, grpc::StatusCode code, double seconds) {
+  CallMetrics m;
+  {
+    std::lock_guard lock(mu_);
+    auto key = std::make_pair(std::string(method), static_cast<int>(code));
+    auto it = by_method_code_.find(key);
+    if (it == by_method_code_.end()) {
+      std::map<std::string, std::string> labels{{"method", std::string(method)},
+                                                {"code", CodeName(code)}};
+      CallMetrics created{
+          &calls_->Add(labels),
+          &latency_->Add(labels, prometheus::Histogram::BucketBoundaries{
+                                     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+                                     0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30})};
+      it = by_method_code_.emplace(std::move(key), created).first;
+    }
+    m = it->second;
+  }
+  m.calls->Increment();
+  m.latency->Observe(seconds);
+}
+
+void Metrics::StreamOpened(std::string_view kind) {
+  std::lock_guard lock(mu_);
+  auto it = streams_by_kind_.find(kind);
+  if (it == streams_by_kind_.end()) {
+    it = streams_by_kind_.emplace(std::string(kind), &open_streams_->Add({{"kind", std::string(kind)}}))
+             .first;
+  }
+  it->second->Increment();
+}
+
+void Metrics::StreamClosed(std::string_view kind) {
+  std::lock_guard lock(mu_);
+  auto it = streams_by_kind_.find(kind);
+  if (it != streams_by_kind_.end()) it->second->Decrement();
+}
+
+void Metrics::ObserveBatch(size_t commands, size_t events, double commit_seconds) {
+  batch_commands_->Observe(static_cast<double>(commands));
+  batch_commit_seconds_->Observe(commit_seconds);
+  events_->Increment(static_cast<double>(events));
+}
+
+void CallRecord::Finish(const grpc::Status& status) {
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  if (metrics_) metrics_->RecordCall(method_, status.error_code(), seconds);
+  if (!log_) return;
+  static auto rpc_logger = spdlog::get("rpc");
+  auto logger = rpc_logger ? rpc_logger : spdlog::default_logger();
+  if (g_json_logs) {
+    nlohmann::json fields = {{"method", method_},
+                             {"peer", peer_},
+                             {"duration_us", static_cast<int64_t>(seconds * 1e6)},
+                             {"code", CodeName(status.error_code())}};
+    if (!status.ok()) fields["message"] = status.error_message();
+    std::string line = fields.dump();
+    logger->info("{}", std::string_view(line).substr(1, line.size() - 2));
+    return;
+  }
+  if (status.ok()) {
+    logger->info("method={} peer={} duration_us={} code=OK", method_, peer_,
+                 static_cast<int64_t>(seconds * 1e6));
+  } else {
+    logger->info("method={} peer={} duration_us={} code={} message=\"{}\"", method_, peer_,
+                 static_cast<int64_t>(seconds * 1e6), CodeName(status.error_code()),
+                 status.error_message());
+  }
+}
+
+}  // namespace feed::server

@@ -1,0 +1,43 @@
+// feed-server: parse the config, start everything, wait for SIGTERM/SIGINT, shut down
+// gracefully, exit 0.
+#include <csignal>
+#include <iostream>
+
+#include "server/config.h"
+#include "server/feed_server.h"
+#include "server/observability.h"
+#include "spdlog/spdlog.h"
+
+int main(int argc, char** argv) {
+  auto parsed = feed::server::ParseServerConfig(argc, argv);
+  if (!parsed.ok()) {
+    std::cerr << "feed-server: " << parsed.status().message() << "\n";
+    return 2;
+  }
+  if (!parsed->config) return parsed->exit_code;
+  const auto& config = *parsed->config;
+  feed::server::SetupLogging(config.log_format, config.log_level);
+
+  // Block the signals in every thread (threads inherit the mask) and wait for them here.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  auto server = feed::server::FeedServer::Start(config);
+  if (!server.ok()) {
+    spdlog::critical("feed-server: cannot start: {}", server.status().ToString());
+    spdlog::shutdown();
+    return 1;
+  }
+  // One line on stdout that scripts can wait for.
+  std::cout << "feed-server listening on " << (*server)->address() << std::endl;
+  int received = 0;
+  sigwait(&signals, &received);
+  spdlog::info("feed-server: received {}", received == SIGTERM ? "SIGTERM" : "SIGINT");
+  (*server)->Shutdown();
+  server->reset();
+  spdlog::shutdown();
+  return 0;
+}

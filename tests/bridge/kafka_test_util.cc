@@ -1,0 +1,287 @@
+#include "kafka_test_util.h"
+
+#define LIBRDKAFKA_TYPECHECKS 0
+#include <librdkafka/rdkafka.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+namespace feed::bridge::test {
+
+std::string Brokers() {
+  const char* port = std::getenv("KAFKA_PORT");
+  return std::string("127.0.0.1:") + (port != nullptr && *port != '\0' ? port : "19092");
+}
+
+int KafkaScript(const std::string& command) {
+  std::string cmd = std::string(FEED_REPO_DIR) + "/compose/kafka.sh " + command + " 1>&2";
+  int rc = std::system(cmd.c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+bool EnsureBroker() {
+  if (KafkaScript("status >/dev/null 2>&1") == 0) return true;
+  return KafkaScript("start") == 0;
+}
+
+std::string UniqueName(const std::string& prefix) {
+  static std::atomic<int> counter{0};
+  auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                 std::chrono::system_clock::now().time_since_epoch())
+                 .count();
+  std::ostringstream out;
+  out << prefix << "-" << getpid() << "-" << now << "-" << counter.fetch_add(1);
+  return out.str();
+}
+
+long RssKiB() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+  }
+  return -1;
+}
+
+std::string ConsumedRecord::Header(const std::string& name, bool* found) const {
+  for (auto it = headers.rbegin(); it != headers.rend(); ++it) {
+    if (it->first == name) {
+      if (found != nullptr) *found = true;
+      return it->second;
+    }
+  }
+  if (found != nullptr) *found = false;
+  return "";
+}
+
+// ---------------------------------------------------------------------------------------
+
+TopicReader::TopicReader(const std::string& brokers, const std::vector<std::string>& topics,
+                         int partitions)
+    : topics_(topics), partitions_(partitions) {
+  char err[512];
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  rd_kafka_conf_set(conf, "bootstrap.servers", brokers.c_str(), err, sizeof err);
+  rd_kafka_conf_set(conf, "group.id", UniqueName("bridge-test-reader").c_str(), err, sizeof err);
+  rd_kafka_conf_set(conf, "enable.auto.commit", "false", err, sizeof err);
+  rd_kafka_conf_set(conf, "enable.partition.eof", "false", err, sizeof err);
+  rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof err);
+  if (rk == nullptr) {
+    std::cerr << "TopicReader: " << err << "\n";
+    rd_kafka_conf_destroy(conf);
+    return;
+  }
+  rd_kafka_poll_set_consumer(rk);
+  rd_kafka_topic_partition_list_t* parts = rd_kafka_topic_partition_list_new(
+      static_cast<int>(topics.size()) * partitions);
+  for (const auto& t : topics) {
+    for (int p = 0; p < partitions; ++p) {
+      rd_kafka_topic_partition_list_add(parts, t.c_str(), p)->offset = RD_KAFKA_OFFSET_BEGINNING;
+    }
+  }
+  rd_kafka_assign(rk, parts);
+  rd_kafka_topic_partition_list_destroy(parts);
+  rk_ = rk;
+}
+
+TopicReader::~TopicReader() {
+  if (rk_ == nullptr) return;
+  auto* rk = static_cast<rd_kafka_t*>(rk_);
+  rd_kafka_consumer_close(rk);
+  rd_kafka_destroy(rk);
+}
+
+bool TopicReader::ReadUntil(const std::function<bool(const std::vector<ConsumedRecord>&)>& done,
+                            std::chrono::milliseconds timeout) {
+  if (rk_ == nullptr) return false;
+  auto* rk = static_cast<rd_kafka_t*>(rk_);
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!done(records_)) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    rd_kafka_message_t* msg = rd_kafka_consumer_poll(rk, 100);
+    if (msg == nullptr) continue;
+    if (msg->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+      ConsumedRecord r;
+      r.topic = rd_kafka_topic_name(msg->rkt);
+      r.partition = msg->partition;
+      r.offset = msg->offset;
+      if (msg->key != nullptr) r.key.assign(static_cast<const char*>(msg->key), msg->key_len);
+      if (msg->payload != nullptr) {
+        r.value.assign(static_cast<const char*>(msg->payload), msg->len);
+      }
+      rd_kafka_headers_t* headers = nullptr;
+      if (rd_kafka_message_headers(msg, &headers) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        const char* name = nullptr;
+        const void* value = nullptr;
+        size_t size = 0;
+        for (size_t i = 0; rd_kafka_header_get_all(headers, i, &name, &value, &size) ==
+                           RD_KAFKA_RESP_ERR_NO_ERROR;
+             ++i) {
+          r.headers.emplace_back(name, value != nullptr
+                                           ? std::string(static_cast<const char*>(value), size)
+                                           : std::string());
+        }
+      }
+      records_.push_back(std::move(r));
+    } else if (msg->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+      std::cerr << "TopicReader: " << rd_kafka_message_errstr(msg) << "\n";
+    }
+    rd_kafka_message_destroy(msg);
+  }
+  return true;
+}
+
+int64_t TopicReader::StoredRecords() {
+  if (rk_ == nullptr) return -1;
+  auto* rk = static_cast<rd_kafka_t*>(rk_);
+  int64_t total = 0;
+  for (const auto& t : topics_) {
+    for (int p = 0; p < partitions_; ++p) {
+      int64_t low = 0, high = 0;
+      if (rd_kafka_query_watermark_offsets(rk, t.c_str(), p, &low, &high, 5000) !=
+          RD_KAFKA_RESP_ERR_NO_ERROR) {
+        return -1;
+      }
+      total += high - low;
+    }
+  }
+  return total;
+}
+
+void DeleteTopics(const std::string& brokers, const std::vector<std::string>& topics) {
+  char err[512];
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  rd_kafka_conf_set(conf, "bootstrap.servers", brokers.c_str(), err, sizeof err);
+  rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
+  if (rk == nullptr) {
+    rd_kafka_conf_destroy(conf);
+    return;
+  }
+  std::vector<rd_kafka_DeleteTopic_t*> del;
+  for (const auto& t : topics) del.push_back(rd_kafka_DeleteTopic_new(t.c_str()));
+  rd_kafka_queue_t* q = rd_kafka_queue_new(rk);
+  rd_kafka_DeleteTopics(rk, del.data(), del.size(), nullptr, q);
+  rd_kafka_event_t* ev = rd_kafka_queue_poll(q, 10000);
+  if (ev != nullptr) rd_kafka_event_destroy(ev);
+  rd_kafka_queue_destroy(q);
+  rd_kafka_DeleteTopic_destroy_array(del.data(), del.size());
+  rd_kafka_destroy(rk);
+}
+
+// ---------------------------------------------------------------------------------------
+
+OutboxWriter::OutboxWriter(storage::Store& store, std::string store_id)
+    : store_(store), store_id_(std::move(store_id)) {}
+
+events::v1::Event OutboxWriter::MakeEvent(uint64_t seq, int keys) const {
+  events::v1::Event e;
+  e.set_event_id(store_id_ + "-" + std::to_string(seq));
+  e.set_sequence(seq);
+  int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+  e.mutable_occurred_at()->set_seconds(now_ms / 1000);
+  e.mutable_occurred_at()->set_nanos(static_cast<int32_t>((now_ms % 1000) * 1'000'000));
+  std::string k = std::to_string(seq % static_cast<uint64_t>(keys));
+  switch (seq % 3) {
+    case 0: {
+      e.set_type("inventory.stock.changed");
+      e.set_key("SKU-" + k);
+      auto* c = e.mutable_stock_changed();
+      c->mutable_level()->set_sku("SKU-" + k);
+      c->mutable_level()->set_location("WH-1");
+      c->mutable_level()->set_on_hand(static_cast<int64_t>(seq));
+      c->mutable_level()->set_sequence(seq);
+      c->set_delta_on_hand(1);
+      c->set_cause(events::v1::STOCK_CHANGE_CAUSE_ADJUST);
+      break;
+    }
+    case 1: {
+      e.set_type("order.status.changed");
+      e.set_key("ORD-" + k);
+      auto* c = e.mutable_order_status_changed();
+      c->set_order_id("ORD-" + k);
+      c->set_status(order::v1::ORDER_STATUS_PACKING);
+      c->set_status_name("PACKING");
+      break;
+    }
+    default: {
+      e.set_type("order.receipt");
+      e.set_key("ORD-" + k);
+      auto* c = e.mutable_receipt();
+      c->set_order_id("ORD-" + k);
+      c->set_customer_id("cust-1");
+      c->set_total_amount(12.5);
+      break;
+    }
+  }
+  return e;
+}
+
+void OutboxWriter::Append(int n, int keys) {
+  std::lock_guard lock(mu_);
+  auto group = store_.NewWriteGroup();
+  for (int i = 0; i < n; ++i) {
+    uint64_t seq = next_++;
+    events::v1::Event e = MakeEvent(seq, keys);
+    std::string bytes = e.SerializeAsString();
+    group->Put(storage::Table::kOutbox, storage::EncodeSequence(seq), bytes);
+    if (retain_) written_[seq] = std::move(bytes);
+  }
+  group->Put(storage::Table::kMeta, storage::meta_keys::kNextSequence,
+             storage::EncodeSequence(next_));
+  if (!store_.Commit(*group).ok()) std::abort();
+}
+
+void OutboxWriter::AppendRaw(const std::string& bytes) {
+  std::lock_guard lock(mu_);
+  auto group = store_.NewWriteGroup();
+  uint64_t seq = next_++;
+  group->Put(storage::Table::kOutbox, storage::EncodeSequence(seq), bytes);
+  group->Put(storage::Table::kMeta, storage::meta_keys::kNextSequence,
+             storage::EncodeSequence(next_));
+  written_[seq] = bytes;
+  if (!store_.Commit(*group).ok()) std::abort();
+}
+
+void OutboxWriter::Rewrite(const std::map<uint64_t, std::string>& entries) {
+  std::lock_guard lock(mu_);
+  auto group = store_.NewWriteGroup();
+  for (const auto& [seq, bytes] : entries) {
+    group->Put(storage::Table::kOutbox, storage::EncodeSequence(seq), bytes);
+  }
+  if (!store_.Commit(*group).ok()) std::abort();
+}
+
+uint64_t OutboxWriter::next_sequence() const {
+  std::lock_guard lock(mu_);
+  return next_;
+}
+
+std::map<uint64_t, std::string> OutboxWriter::written() const {
+  std::lock_guard lock(mu_);
+  return written_;
+}
+
+std::map<uint64_t, std::string> OutboxContents(storage::Store& store) {
+  std::map<uint64_t, std::string> out;
+  (void)store.Scan(storage::Table::kOutbox, "", "", [&](std::string_view k, std::string_view v) {
+    auto seq = storage::DecodeSequence(k);
+    out[seq.value_or(0)] = std::string(v);
+    return true;
+  });
+  return out;
+}
+
+uint64_t RelayCursor(storage::Store& store) {
+  auto v = store.Get(storage::Table::kMeta, storage::meta_keys::kRelayCursor);
+  if (!v.ok() || !v->has_value()) return 0;
+  return storage::DecodeSequence(**v).value_or(0);
+}
+
+}  // namespace feed::bridge::test
