@@ -10,7 +10,7 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   librdkafka-dev librocksdb-dev libspdlog-dev libfmt-dev libabsl-dev
   libbenchmark-dev libgtest-dev libgmock-dev
-  prometheus-cpp-dev libcli11-dev nlohmann-json3-dev
+  prometheus-cpp-dev libcli11-dev nlohmann-json3-dev libgoogle-perftools-dev
   kcat curl procps default-jre-headless maven
 )
 

@@ -14,6 +14,8 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/container/node_hash_map.h"
+#include "google/protobuf/arena.h"
 #include "core/strings.h"
 #include "core/validation.h"
 #include "google/protobuf/io/coded_stream.h"
@@ -163,6 +165,9 @@ void Aggregate(const google::protobuf::RepeatedPtrField<LineT>& lines,
 // Everything a batch of commands writes; committed as one WriteBatch.
 struct Batch {
   std::unique_ptr<storage::WriteGroup> group;
+  // The batch's events live in one arena (one allocation for many events); each published
+  // EventPtr shares ownership of it, so it is freed when the last reader drops its events.
+  std::shared_ptr<google::protobuf::Arena> arena;
   std::vector<std::shared_ptr<Event>> events;
   absl::flat_hash_set<std::string> dirty_levels;
   // Overlays: what earlier commands of this batch wrote, not yet visible in the store.
@@ -245,7 +250,9 @@ class InventoryCore::Impl {
 
   // Writer-owned state.
   absl::flat_hash_map<std::string, Level> levels_;
-  absl::flat_hash_map<std::string, Reservation> holds_;
+  // node_hash_map: references stay valid across inserts, and growing it does not move the
+  // Reservation messages.
+  absl::node_hash_map<std::string, Reservation> holds_;
   std::set<std::pair<int64_t, std::string>> expiry_index_;
   uint64_t next_sequence_ = 1;
   std::string store_id_;
@@ -609,7 +616,13 @@ absl::StatusOr<Resp> InventoryCore::Impl::RunIdempotent(std::string_view method,
 // Building blocks.
 
 Event* InventoryCore::Impl::NewEvent(Batch& b, std::string_view type, std::string key) {
-  auto e = std::make_shared<Event>();
+  if (!b.arena) {
+    google::protobuf::ArenaOptions options;
+    options.start_block_size = 16 << 10;
+    options.max_block_size = 256 << 10;
+    b.arena = std::make_shared<google::protobuf::Arena>(options);
+  }
+  std::shared_ptr<Event> e(b.arena, google::protobuf::Arena::CreateMessage<Event>(b.arena.get()));
   uint64_t seq = next_sequence_++;
   e->set_sequence(seq);
   e->set_event_id(StrCat(store_id_, "-", seq));
