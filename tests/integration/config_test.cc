@@ -1,0 +1,87 @@
+// The server's configuration: flags, environment, config file, validation.
+#include <cstdlib>
+#include <fstream>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/config.h"
+
+namespace feed::server {
+namespace {
+
+using ::testing::HasSubstr;
+
+absl::StatusOr<ParseResult> Parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "feed-server");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  return ParseServerConfig(static_cast<int>(argv.size()), argv.data());
+}
+
+TEST(ConfigTest, DefaultsAreTheDocumentedOnes) {
+  auto r = Parse({});
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r->config);
+  EXPECT_EQ(r->config->listen, "127.0.0.1:50051");
+  EXPECT_EQ(r->config->data_dir, "./data");
+  EXPECT_EQ(r->config->durability, storage::Durability::kSync);
+  EXPECT_EQ(r->config->core.limits.max_lines_per_request, 100u);
+  EXPECT_EQ(r->config->max_receive_message_bytes, 1 << 20);
+  EXPECT_TRUE(r->config->kafka.brokers.empty());
+}
+
+TEST(ConfigTest, FlagsEnvironmentAndFile) {
+  setenv("FEED_MAX_LINES", "7", 1);
+  char path[] = "/tmp/feed-config-XXXXXX";
+  int fd = mkstemp(path);
+  close(fd);
+  std::ofstream(path) << "durability = \"async\"\nmax-quantity = 500\n";
+  auto r = Parse({"--config", path, "--listen", "127.0.0.1:7000", "--kafka-property",
+                  "security.protocol=SSL", "--kafka-property", "linger.ms=1"});
+  unsetenv("FEED_MAX_LINES");
+  std::remove(path);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const auto& c = *r->config;
+  EXPECT_EQ(c.listen, "127.0.0.1:7000");
+  EXPECT_EQ(c.durability, storage::Durability::kAsync);
+  EXPECT_EQ(c.core.limits.max_quantity, 500);
+  EXPECT_EQ(c.core.limits.max_lines_per_request, 7u);
+  EXPECT_EQ(c.kafka.properties.at("security.protocol"), "SSL");
+  EXPECT_EQ(c.kafka.properties.at("linger.ms"), "1");
+}
+
+TEST(ConfigTest, InvalidValuesStopTheStartWithOneClearLine) {
+  auto bad_mode = Parse({"--durability", "sometimes"});
+  ASSERT_FALSE(bad_mode.ok());
+  EXPECT_THAT(bad_mode.status().message(), HasSubstr("--durability"));
+  auto zero = Parse({"--max-lines", "0"});
+  ASSERT_FALSE(zero.ok());
+  EXPECT_THAT(zero.status().message(), HasSubstr("--max-lines"));
+  auto property = Parse({"--kafka-property", "novalue"});
+  ASSERT_FALSE(property.ok());
+  EXPECT_THAT(property.status().message(), HasSubstr("key=value"));
+  auto ttl = Parse({"--hold-ttl-ms", "900000", "--max-hold-ttl-ms", "60000"});
+  ASSERT_FALSE(ttl.ok());
+  EXPECT_THAT(ttl.status().message(), HasSubstr("--max-hold-ttl-ms"));
+  auto unknown = Parse({"--no-such-flag"});
+  ASSERT_FALSE(unknown.ok());
+  for (const auto& s : {bad_mode.status(), zero.status(), property.status(), unknown.status()}) {
+    EXPECT_EQ(std::string(s.message()).find('\n'), std::string::npos) << s.message();
+  }
+}
+
+TEST(ConfigTest, HelpListsEveryOptionAndAsksToExit) {
+  testing::internal::CaptureStdout();
+  auto r = Parse({"--help"});
+  std::string help = testing::internal::GetCapturedStdout();
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->config);
+  EXPECT_EQ(r->exit_code, 0);
+  for (const char* option : {"--listen", "--durability", "--max-receive-message-bytes",
+                             "--max-open-streams", "--kafka-brokers", "--shutdown-grace-ms"}) {
+    EXPECT_THAT(help, HasSubstr(option));
+  }
+}
+
+}  // namespace
+}  // namespace feed::server
