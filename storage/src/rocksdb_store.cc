@@ -9,6 +9,8 @@
 #include "rocksdb/table.h"
 #include "rocksdb/utilities/options_util.h"
 #include "rocksdb/write_batch.h"
+#include "power_loss_fs.h"
+#include "rocksdb/env.h"
 #include "spdlog/spdlog.h"
 
 namespace feed::storage {
@@ -141,6 +143,11 @@ class RocksDbStore : public Store {
     // Group commit is ours (one WriteBatch per writer batch); pipelined writes help the
     // relay's bookkeeping writes overlap with the writer's.
     db_options.enable_pipelined_write = true;
+    if (options_.simulate_power_loss) {
+      power_loss_env_ = rocksdb::NewCompositeEnv(
+          internal::NewPowerLossFileSystem(rocksdb::FileSystem::Default()));
+      db_options.env = power_loss_env_.get();
+    }
 
     rocksdb::BlockBasedTableOptions table_options;
     table_options.block_cache = rocksdb::NewLRUCache(options_.block_cache_bytes);
@@ -205,6 +212,7 @@ class RocksDbStore : public Store {
  private:
   RocksDbOptions options_;
   std::unique_ptr<rocksdb::CompactionFilter> filter_;
+  std::unique_ptr<rocksdb::Env> power_loss_env_;  // outlives db_ (declared first)
   std::unique_ptr<rocksdb::DB> db_;
   std::vector<rocksdb::ColumnFamilyHandle*> cfs_;
 };

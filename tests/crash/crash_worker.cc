@@ -112,7 +112,13 @@ int Main(int argc, char** argv) {
 
   storage::RocksDbOptions so;
   so.path = dir;
-  so.durability = storage::Durability::kSync;
+  // CRASH_DURABILITY=async is the negative control of the power-loss mode: acknowledged
+  // steps must then go missing, which shows the simulation bites.
+  const char* durability = std::getenv("CRASH_DURABILITY");
+  so.durability = durability && std::string(durability) == "async" ? storage::Durability::kAsync
+                                                                    : storage::Durability::kSync;
+  // Power-loss mode: unsynced writes live only in this process and die with SIGKILL.
+  so.simulate_power_loss = std::getenv("CRASH_POWER_LOSS") != nullptr;
   auto store = storage::OpenRocksDbStore(so);
   if (!store.ok()) {
     std::fprintf(stderr, "crash-worker: open store: %s\n", store.status().ToString().c_str());

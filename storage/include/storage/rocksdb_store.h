@@ -18,6 +18,9 @@ struct RocksDbOptions {
   size_t block_cache_bytes = 64u << 20;
   // Background compaction and flush threads.
   int background_threads = 2;
+  // Testing only: keep every byte written since a file's last sync in process memory, so
+  // that SIGKILL drops it like a power cut would (the crash test's power-loss mode).
+  bool simulate_power_loss = false;
 };
 
 // Opens (creating if missing) the database at options.path. Fails with a clear message when
