@@ -1,5 +1,7 @@
 #include "storage/memory_store.h"
 
+#include <chrono>
+#include <thread>
 #include <variant>
 #include <vector>
 
@@ -82,6 +84,9 @@ std::unique_ptr<WriteGroup> MemoryStore::NewWriteGroup() {
 
 absl::Status MemoryStore::Commit(WriteGroup& group, CommitMode) {
   auto& g = static_cast<MemoryWriteGroup&>(group);
+  if (int delay = commit_delay_ms_.load(); delay > 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay));
+  }
   std::lock_guard lock(mu_);
   if (!next_commit_status_.ok()) {
     absl::Status s = std::move(next_commit_status_);

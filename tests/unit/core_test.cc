@@ -1836,3 +1836,62 @@ TEST(ChangeFeedTest, ResetStartsAfterTheCommittedSequence) {
 
 }  // namespace
 }  // namespace feed
+
+namespace feed {
+namespace {
+
+// The writer applies batch N+1 while batch N is still being committed. Later batches must
+// see what earlier, uncommitted batches did: an idempotency key, an order, a closed hold.
+TEST_F(CoreTest, BatchesAppliedWhileEarlierOnesCommitStillSeeTheirEffects) {
+  ASSERT_OK(Adjust("sku-a", 100));
+  store_.SetCommitDelay(30);
+  inv::ReserveRequest first = ReserveReq(std::vector<L>{{"sku-a", 2}}, "", "pipeline-key", 0);
+  std::promise<absl::StatusOr<inv::ReserveResponse>> p1, p2;
+  std::promise<absl::StatusOr<ord::CreateOrderResponse>> p3;
+  core_->Reserve(first, [&](absl::StatusOr<inv::ReserveResponse> r) { p1.set_value(r); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));  // batch 1 is now committing
+  core_->Reserve(first, [&](absl::StatusOr<inv::ReserveResponse> r) { p2.set_value(r); });
+  ord::CreateOrderRequest order;
+  order.set_customer_id("c-1");
+  order.add_item_ids("sku-a");
+  core_->CreateOrder(order, [&](absl::StatusOr<ord::CreateOrderResponse> r) { p3.set_value(r); });
+  auto r1 = p1.get_future().get();
+  auto r2 = p2.get_future().get();
+  auto created = p3.get_future().get();
+  ASSERT_OK(r1);
+  ASSERT_OK(r2);
+  ASSERT_OK(created);
+  EXPECT_TRUE(r2->replayed());
+  EXPECT_EQ(r1->reservation().reservation_id(), r2->reservation().reservation_id());
+
+  // Pay and cancel-check the order in batches that overlap its creation's commit.
+  std::promise<absl::StatusOr<ord::OrderResponse>> paid, advanced;
+  ord::PayOrderRequest pay;
+  pay.set_order_id(created->order_id());
+  ord::AdvanceOrderRequest advance;
+  advance.set_order_id(created->order_id());
+  advance.set_target(ord::ORDER_STATUS_PACKING);
+  core_->PayOrder(pay, [&](absl::StatusOr<ord::OrderResponse> r) { paid.set_value(r); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  core_->AdvanceOrder(advance, [&](absl::StatusOr<ord::OrderResponse> r) { advanced.set_value(r); });
+  ASSERT_OK(paid.get_future().get());
+  auto adv = advanced.get_future().get();
+  ASSERT_OK(adv);
+  EXPECT_EQ(adv->order().status(), ord::ORDER_STATUS_PACKING);
+
+  // A hold committed in one batch is reported as COMMITTED to the next, not as unknown.
+  inv::CommitRequest commit;
+  commit.set_reservation_id(r1->reservation().reservation_id());
+  std::promise<absl::StatusOr<inv::CommitResponse>> c1, c2;
+  core_->Commit(commit, [&](absl::StatusOr<inv::CommitResponse> r) { c1.set_value(r); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  core_->Commit(commit, [&](absl::StatusOr<inv::CommitResponse> r) { c2.set_value(r); });
+  ASSERT_OK(c1.get_future().get());
+  EXPECT_TRUE(IsError(c2.get_future().get(), absl::StatusCode::kFailedPrecondition, "COMMITTED"));
+  store_.SetCommitDelay(0);
+  EXPECT_EQ(Level("sku-a").reserved(), 0);
+  EXPECT_EQ(Level("sku-a").on_hand(), 97);
+}
+
+}  // namespace
+}  // namespace feed

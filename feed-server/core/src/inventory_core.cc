@@ -163,7 +163,11 @@ void Aggregate(const google::protobuf::RepeatedPtrField<LineT>& lines,
 }  // namespace
 
 // Everything a batch of commands writes; committed as one WriteBatch.
+struct Command;
+
 struct Batch {
+  uint64_t id = 0;  // increasing; the committer publishes the last committed one
+  std::vector<std::unique_ptr<Command>> commands;
   std::unique_ptr<storage::WriteGroup> group;
   // The batch's events live in one arena (one allocation for many events); each published
   // EventPtr shares ownership of it, so it is freed when the last reader drops its events.
@@ -193,7 +197,10 @@ class InventoryCore::Impl {
   ~Impl() { Shutdown(); }
 
   absl::Status Recover();
-  void Start() { writer_ = std::thread([this] { WriterLoop(); }); }
+  void Start() {
+    writer_ = std::thread([this] { WriterLoop(); });
+    committer_ = std::thread([this] { CommitterLoop(); });
+  }
   void Shutdown();
   void Enqueue(std::unique_ptr<Command> command);
 
@@ -245,6 +252,17 @@ class InventoryCore::Impl {
   absl::Status failed_;  // set once a commit fails: the in-memory state is then ahead of disk
   std::thread writer_;
 
+  // Between the writer and the committer: batches applied in memory, waiting for their
+  // WriteBatch to be committed (at most kMaxUncommittedBatches, so memory and latency stay
+  // bounded; the committer syncs all those waiting at once).
+  static constexpr size_t kMaxUncommittedBatches = 16;
+  std::mutex commit_mu_;
+  std::condition_variable commit_cv_;
+  std::deque<std::shared_ptr<Batch>> commit_queue_;
+  bool writer_done_ = false;
+  std::atomic<uint64_t> committed_batch_{0};
+  std::thread committer_;
+
   std::atomic<uint64_t> stat_batches_{0}, stat_commands_{0}, stat_events_{0};
   std::atomic<size_t> stat_holds_{0}, stat_levels_{0};
 
@@ -255,12 +273,19 @@ class InventoryCore::Impl {
   absl::node_hash_map<std::string, Reservation> holds_;
   std::set<std::pair<int64_t, std::string>> expiry_index_;
   uint64_t next_sequence_ = 1;
+  uint64_t next_batch_id_ = 1;
+  // Batches handed to the committer and not yet known to be committed, oldest first: their
+  // overlays stay visible to lookups until the store has their writes.
+  std::deque<std::shared_ptr<Batch>> uncommitted_;
   std::string store_id_;
   int64_t next_sweep_ms_ = 0;
 
  private:
   void WriterLoop();
-  void ProcessBatch(std::vector<std::unique_ptr<Command>>& commands, bool sweep);
+  void ApplyBatch(std::vector<std::unique_ptr<Command>>& commands, bool sweep);
+  void CommitterLoop();
+  void CommitBatches(std::vector<std::shared_ptr<Batch>>& batches);
+  void ForgetCommittedBatches();
 
   Event* NewEvent(Batch& b, std::string_view type, std::string key);
   void ChangeLevel(Batch& b, const std::string& key, Level& level, int64_t delta_on_hand,
@@ -417,6 +442,14 @@ void InventoryCore::Impl::Shutdown() {
   }
   cv_.notify_all();
   if (writer_.joinable() && writer_.get_id() != std::this_thread::get_id()) writer_.join();
+  {
+    std::lock_guard lock(commit_mu_);
+    writer_done_ = true;
+  }
+  commit_cv_.notify_all();
+  if (committer_.joinable() && committer_.get_id() != std::this_thread::get_id()) {
+    committer_.join();
+  }
 }
 
 void InventoryCore::Impl::Enqueue(std::unique_ptr<Command> command) {
@@ -462,14 +495,18 @@ void InventoryCore::Impl::WriterLoop() {
       stop = stopping_ && queue_.empty();
     }
     bool sweep = options_.sweep_interval_ms > 0 && clock_.NowMillis() >= next_sweep_ms_;
-    if (!commands.empty() || sweep) ProcessBatch(commands, sweep);
+    if (!commands.empty() || sweep) ApplyBatch(commands, sweep);
     commands.clear();
     if (stop) break;
   }
 }
 
-void InventoryCore::Impl::ProcessBatch(std::vector<std::unique_ptr<Command>>& commands,
-                                       bool sweep) {
+// Stage 1, the writer thread: apply a batch to the in-memory state and build its
+// WriteBatch, then hand it to the committer and go on with the next batch while this one
+// is written and synced. Lookups of later batches still see this batch's overlays (see
+// uncommitted_) until the committer reports it committed.
+void InventoryCore::Impl::ApplyBatch(std::vector<std::unique_ptr<Command>>& commands,
+                                     bool sweep) {
   {
     std::lock_guard lock(mu_);
     if (!failed_.ok()) {
@@ -477,7 +514,10 @@ void InventoryCore::Impl::ProcessBatch(std::vector<std::unique_ptr<Command>>& co
       return;
     }
   }
-  Batch b;
+  ForgetCommittedBatches();
+  auto batch = std::make_shared<Batch>();
+  Batch& b = *batch;
+  b.id = next_batch_id_++;
   b.group = store_.NewWriteGroup();
   b.now_ms = clock_.NowMillis();
   for (auto& c : commands) c->Execute(*this, b);
@@ -498,41 +538,107 @@ void InventoryCore::Impl::ProcessBatch(std::vector<std::unique_ptr<Command>>& co
   for (const auto& e : b.events) {
     b.group->Put(Table::kOutbox, storage::EncodeSequence(e->sequence()), e->SerializeAsString());
   }
-
   if (b.group->Count() > 0) {
     b.group->Put(Table::kMeta, storage::meta_keys::kNextSequence,
                  storage::EncodeSequence(next_sequence_));
-    auto started = std::chrono::steady_clock::now();
-    absl::Status s = store_.Commit(*b.group);
-    double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    if (!s.ok()) {
-      // The in-memory state is now ahead of the disk. Crash-only: refuse everything until a
-      // restart recovers the committed state. No caller was told this batch succeeded.
-      spdlog::critical("core: commit failed, refusing all further commands: {}", s.ToString());
-      absl::Status failed = absl::UnavailableError(
-          StrCat("storage commit failed (", s.message(), "); the server must restart"));
-      {
-        std::lock_guard lock(mu_);
-        failed_ = failed;
-      }
-      for (auto& c : commands) c->Fail(failed);
-      return;
-    }
-    if (options_.on_batch_committed) {
-      options_.on_batch_committed(commands.size(), b.events.size(), seconds);
-    }
   }
-  stat_batches_.fetch_add(1, std::memory_order_relaxed);
-  stat_commands_.fetch_add(commands.size(), std::memory_order_relaxed);
-  stat_events_.fetch_add(b.events.size(), std::memory_order_relaxed);
+  b.commands = std::move(commands);
   stat_holds_.store(holds_.size(), std::memory_order_relaxed);
   stat_levels_.store(levels_.size(), std::memory_order_relaxed);
 
-  for (auto& c : commands) c->Complete();
-  if (!b.events.empty()) {
-    std::vector<EventPtr> published(b.events.begin(), b.events.end());
-    feed_.Publish(published);
+  uncommitted_.push_back(batch);
+  std::unique_lock lock(commit_mu_);
+  commit_cv_.wait(lock, [&] { return commit_queue_.size() < kMaxUncommittedBatches; });
+  commit_queue_.push_back(std::move(batch));
+  lock.unlock();
+  commit_cv_.notify_all();
+}
+
+void InventoryCore::Impl::ForgetCommittedBatches() {
+  uint64_t committed = committed_batch_.load(std::memory_order_acquire);
+  while (!uncommitted_.empty() && uncommitted_.front()->id <= committed) uncommitted_.pop_front();
+}
+
+// Stage 2, the committer thread: batches in order, one WriteBatch (and one WAL sync) each,
+// then the callers' completions, then the change feed.
+void InventoryCore::Impl::CommitterLoop() {
+  std::vector<std::shared_ptr<Batch>> batches;
+  while (true) {
+    {
+      std::unique_lock lock(commit_mu_);
+      commit_cv_.wait(lock, [&] { return !commit_queue_.empty() || writer_done_; });
+      if (commit_queue_.empty()) return;
+      batches.assign(commit_queue_.begin(), commit_queue_.end());
+    }
+    CommitBatches(batches);
+    {
+      std::lock_guard lock(commit_mu_);
+      commit_queue_.erase(commit_queue_.begin(),
+                          commit_queue_.begin() + static_cast<std::ptrdiff_t>(batches.size()));
+    }
+    commit_cv_.notify_all();
+    batches.clear();
+  }
+}
+
+// Every batch waiting is written in order; only the last write syncs the WAL, which makes
+// the earlier ones durable too: one fsync for all of them (group commit across batches).
+void InventoryCore::Impl::CommitBatches(std::vector<std::shared_ptr<Batch>>& batches) {
+  absl::Status failed;
+  {
+    std::lock_guard lock(mu_);
+    failed = failed_;
+  }
+  if (failed.ok()) {
+    auto started = std::chrono::steady_clock::now();
+    size_t last_write = batches.size();
+    for (size_t i = 0; i < batches.size(); ++i) {
+      if (batches[i]->group->Count() > 0) last_write = i;
+    }
+    for (size_t i = 0; i < batches.size() && failed.ok(); ++i) {
+      Batch& b = *batches[i];
+      if (b.group->Count() == 0) continue;
+      absl::Status s = store_.Commit(*b.group, i == last_write ? storage::CommitMode::kConfigured
+                                                               : storage::CommitMode::kNoSync);
+      if (!s.ok()) {
+        // The in-memory state is now ahead of the disk. Crash-only: refuse everything until
+        // a restart recovers the committed state. No caller was told these succeeded.
+        spdlog::critical("core: commit failed, refusing all further commands: {}", s.ToString());
+        failed = absl::UnavailableError(
+            StrCat("storage commit failed (", s.message(), "); the server must restart"));
+        std::lock_guard lock(mu_);
+        failed_ = failed;
+      }
+    }
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    if (failed.ok() && options_.on_batch_committed) {
+      size_t commands = 0, events = 0;
+      for (const auto& b : batches) {
+        commands += b->commands.size();
+        events += b->events.size();
+      }
+      if (commands > 0 || events > 0) options_.on_batch_committed(commands, events, seconds);
+    }
+  }
+  if (!failed.ok()) {
+    // These batches, and every batch applied after a failed one, get the failure.
+    for (auto& b : batches) {
+      for (auto& c : b->commands) c->Fail(failed);
+    }
+    return;
+  }
+  committed_batch_.store(batches.back()->id, std::memory_order_release);
+  stat_batches_.fetch_add(1, std::memory_order_relaxed);
+  for (auto& batch : batches) {
+    Batch& b = *batch;
+    stat_commands_.fetch_add(b.commands.size(), std::memory_order_relaxed);
+    stat_events_.fetch_add(b.events.size(), std::memory_order_relaxed);
+    for (auto& c : b.commands) c->Complete();
+    if (!b.events.empty()) {
+      std::vector<EventPtr> published(b.events.begin(), b.events.end());
+      feed_.Publish(published);
+    }
   }
 }
 
@@ -561,6 +667,11 @@ void InventoryCore::Impl::Submit(std::string_view method, Req request, Done<Resp
 absl::StatusOr<std::optional<internal::v1::IdempotencyRecord>>
 InventoryCore::Impl::FindIdempotency(Batch& b, const std::string& key) {
   if (auto it = b.idempotency.find(key); it != b.idempotency.end()) return it->second;
+  for (auto older = uncommitted_.rbegin(); older != uncommitted_.rend(); ++older) {
+    if (auto it = (*older)->idempotency.find(key); it != (*older)->idempotency.end()) {
+      return it->second;
+    }
+  }
   auto stored = store_.Get(Table::kIdempotency, key);
   if (!stored.ok()) return stored.status();
   if (!stored->has_value()) return std::optional<internal::v1::IdempotencyRecord>();
@@ -689,6 +800,9 @@ absl::Status InventoryCore::Impl::CheckAvailable(const std::vector<AggregatedLin
 absl::StatusOr<std::optional<Reservation>> InventoryCore::Impl::FindClosed(Batch& b,
                                                                           const std::string& id) {
   if (auto it = b.closed.find(id); it != b.closed.end()) return it->second;
+  for (auto older = uncommitted_.rbegin(); older != uncommitted_.rend(); ++older) {
+    if (auto it = (*older)->closed.find(id); it != (*older)->closed.end()) return it->second;
+  }
   auto stored = store_.Get(Table::kReservations, id);
   if (!stored.ok()) return stored.status();
   if (!stored->has_value()) return std::optional<Reservation>();
@@ -776,6 +890,12 @@ Reservation InventoryCore::Impl::CloseHold(Batch& b, Reservation& hold,
 
 absl::StatusOr<Order*> InventoryCore::Impl::LoadOrder(Batch& b, const std::string& id) {
   if (auto it = b.orders.find(id); it != b.orders.end()) return &it->second;
+  // An order changed by a batch still being committed: continue from that version.
+  for (auto older = uncommitted_.rbegin(); older != uncommitted_.rend(); ++older) {
+    if (auto it = (*older)->orders.find(id); it != (*older)->orders.end()) {
+      return &(b.orders[id] = it->second);
+    }
+  }
   auto stored = store_.Get(Table::kOrders, id);
   if (!stored.ok()) return stored.status();
   if (!stored->has_value()) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -26,6 +27,8 @@ class MemoryStore : public Store {
 
   // Test hooks.
   void FailNextCommit(absl::Status status);
+  // Every commit sleeps this long first (a slow disk), so that batches overlap.
+  void SetCommitDelay(int milliseconds) { commit_delay_ms_ = milliseconds; }
   size_t commits() const;
   size_t Size(Table table) const;
 
@@ -37,6 +40,7 @@ class MemoryStore : public Store {
   Tables tables_;
   absl::Status next_commit_status_;
   size_t commits_ = 0;
+  std::atomic<int> commit_delay_ms_{0};
 };
 
 }  // namespace feed::storage
