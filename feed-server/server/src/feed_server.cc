@@ -71,6 +71,8 @@ class FeedServer::Impl {
   prometheus::Gauge* kafka_delivered_ = nullptr;
   prometheus::Gauge* kafka_failed_ = nullptr;
   prometheus::Gauge* kafka_up_ = nullptr;
+  prometheus::Gauge* kafka_lag_p50_ = nullptr;
+  prometheus::Gauge* kafka_lag_p99_ = nullptr;
 };
 
 absl::Status FeedServer::Impl::Start() {
@@ -174,6 +176,8 @@ absl::Status FeedServer::Impl::Start() {
   kafka_delivered_ = &gauge.Add({{"what", "kafka_delivered"}});
   kafka_failed_ = &gauge.Add({{"what", "kafka_failed"}});
   kafka_up_ = &gauge.Add({{"what", "kafka_reachable"}});
+  kafka_lag_p50_ = &gauge.Add({{"what", "kafka_commit_to_ack_p50_ms"}});
+  kafka_lag_p99_ = &gauge.Add({{"what", "kafka_commit_to_ack_p99_ms"}});
   housekeeping_ = std::thread([this] { Housekeeping(); });
   spdlog::info("feed-server: listening on {} (durability {}, data {}){}{}", address_,
                config_.durability == storage::Durability::kSync ? "sync" : "async",
@@ -199,6 +203,8 @@ void FeedServer::Impl::Housekeeping() {
       kafka_delivered_->Set(static_cast<double>(r.delivered));
       kafka_failed_->Set(static_cast<double>(r.failed));
       kafka_up_->Set(r.kafka_reachable ? 1 : 0);
+      kafka_lag_p50_->Set(r.lag_p50_ms);
+      kafka_lag_p99_->Set(r.lag_p99_ms);
       server_->GetHealthCheckService()->SetServingStatus(kBridgeHealthName, r.kafka_reachable);
     }
     lock.lock();

@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# The whole benchmark suite, side by side in one run on this machine (about 12 minutes on
+# 2 cores), then rewrites the tables of bench/RESULTS.md (bench/report.py). Raw results go to
+# bench/results/ (JSON and text, committed with RESULTS.md as the evidence).
+#
+# Everything runs on 127.0.0.1; every load loop stops by itself. The load generator shares
+# the 2 cores with the server (as the bars in issue 5 say).
+#
+# Env: BUILD_DIR (build), BENCH_SECONDS (20: length of each load run), SKIP_HEAP=1 (no
+#      heaptrack run), SKIP_MICRO=1 (no Google Benchmark suites).
+set -euo pipefail
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$REPO"
+BUILD="${BUILD_DIR:-$REPO/build}"
+OUT="$REPO/bench/results"
+SECS="${BENCH_SECONDS:-20}"
+mkdir -p "$OUT"
+rm -f "$OUT"/*.json "$OUT"/*.txt
+
+compose/install-deps.sh --go-tools
+export PATH="$REPO/.cache/gobin:$PATH"
+if [ -z "${SKIP_HEAP:-}" ] && ! command -v heaptrack >/dev/null; then
+  apt-get install -y -q heaptrack >/dev/null 2>&1 || echo "bench: heaptrack not installed; heap figure skipped" >&2
+fi
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$BUILD" -j2 --target feed-server echo-server loadgen core_bench wire_size_bench \
+  startup_bench feed-consumer
+
+SERVER="$BUILD/feed-server/feed-server"
+ECHO="$BUILD/bench/echo/echo-server"
+LOADGEN="$BUILD/bench/loadgen/loadgen"
+PORT=$((30000 + RANDOM % 10000))
+ADDR="127.0.0.1:$PORT"
+METRICS="127.0.0.1:$((PORT + 1))"
+WORK="$(mktemp -d /tmp/feed-bench-XXXXXX)"
+PID=""
+SAMPLER=""
+cleanup() {
+  [ -n "$SAMPLER" ] && kill "$SAMPLER" 2>/dev/null || true
+  [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+say() { echo "bench: $*" >&2; }
+
+wait_port() {
+  for _ in $(seq 1 200); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    sleep 0.05
+  done
+  say "nothing listens on $1"
+  exit 1
+}
+stop() {
+  [ -n "$PID" ] || return 0
+  kill -TERM "$PID" 2>/dev/null || true
+  wait "$PID" 2>/dev/null || true
+  PID=""
+}
+# start_server NAME ARGS...: a fresh data dir per server.
+start_server() {
+  local name="$1"
+  shift
+  "$SERVER" --listen "$ADDR" --metrics-listen "$METRICS" --data-dir "$WORK/data-$name" \
+    --log-rpcs false "$@" >"$WORK/server-$name.log" 2>&1 &
+  PID=$!
+  wait_port "$PORT"
+}
+load() {  # load NAME LOADGEN-ARGS...
+  local name="$1"
+  shift
+  say "load: $name"
+  "$LOADGEN" --target "$ADDR" --json --server-pid "$PID" "$@" >"$OUT/$name.json" 2>"$WORK/$name.err" ||
+    { cat "$WORK/$name.err" >&2; exit 1; }
+}
+# Samples the server's RSS (kB) and the outbox depth every 0.5 s into FILE.
+sample() {
+  local file="$1"
+  while kill -0 "$PID" 2>/dev/null; do
+    rss="$(awk '/VmRSS/ {print $2}' "/proc/$PID/status" 2>/dev/null || echo 0)"
+    depth="$(curl -sf "http://$METRICS/metrics" 2>/dev/null |
+      awk -F' ' '/^feed_state\{what="outbox_depth"\}/ {print $2}' || true)"
+    echo "$(date +%s.%N) ${rss:-0} ${depth:-0}" >>"$file"
+    sleep 0.5
+  done
+}
+
+# 1. Micro benchmarks (Google Benchmark).
+if [ -z "${SKIP_MICRO:-}" ]; then
+  say "micro: core_bench"
+  "$BUILD/bench/core_bench" --benchmark_format=json --benchmark_out="$OUT/core_bench.json" \
+    --benchmark_out_format=json >/dev/null 2>&1
+  say "micro: wire_size_bench"
+  "$BUILD/bench/wire_size_bench" --benchmark_out="$OUT/wire_size.json" \
+    --benchmark_out_format=json >/dev/null 2>&1
+  say "startup: 1,000,000 SKUs and 1,000,000 holds"
+  "$BUILD/bench/startup_bench" 1000000 1000000 2>/dev/null >"$OUT/startup.txt" || true
+fi
+
+# 2. The machine's gRPC ceiling: a trivial Echo through the same gRPC, same client.
+"$ECHO" --listen "$ADDR" --api callback >"$WORK/echo.log" 2>&1 &
+PID=$!
+wait_port "$PORT"
+load echo_closed --scenario echo --concurrency 64 --duration-s "$SECS" --warmup-s 3
+stop
+
+# 3. The server, sync durability, relaying to a local Kafka broker.
+BROKERS="$(compose/kafka.sh start)"
+SUFFIX="bench$RANDOM"
+KAFKA=(--kafka-brokers "$BROKERS" --kafka-stock-topic "stock.$SUFFIX"
+  --kafka-order-status-topic "status.$SUFFIX" --kafka-receipt-topic "receipts.$SUFFIX")
+start_server sync --durability sync "${KAFKA[@]}"
+sample "$OUT/sync_samples.txt" &
+SAMPLER=$!
+COMMON=(--skus 10000 --hot-skus 20 --hot-fraction 0.2 --hot-stock 500 --sku-prefix bench-)
+load reserve_closed --scenario reserve --concurrency 64 --duration-s "$SECS" --warmup-s 3 "${COMMON[@]}"
+load create_order_closed --scenario create-order --concurrency 64 --duration-s "$SECS" --warmup-s 3 \
+  "${COMMON[@]}" --seed false
+load reserve_open_15k --scenario reserve --rate 15000 --duration-s "$SECS" --warmup-s 3 \
+  "${COMMON[@]}" --seed false
+load feed --scenario feed --streams 4 --inflight 256 --duration-s "$SECS" --warmup-s 3 \
+  "${COMMON[@]}" --seed false
+# The relay must have drained what the runs above committed.
+sleep 5
+curl -sf "http://$METRICS/metrics" | grep '^feed_state' >"$OUT/sync_metrics_end.txt" || true
+
+# ghz (the seed's tool) on the same unary calls, for comparison with ghz-based reports.
+grpcurl -plaintext -d '{"sku":"ghz-sku","mode":"ADJUST_MODE_SET","quantity":1000000}' "$ADDR" \
+  inventory.v1.InventoryService/AdjustStock >/dev/null
+say "ghz: Reserve"
+ghz --insecure -c 64 --connections 4 -z "${SECS}s" --format json -o "$OUT/ghz_reserve.json" \
+  --call inventory.v1.InventoryService/Reserve \
+  -d '{"lines":[{"sku":"ghz-sku","quantity":1}],"idempotency_key":"ghz-{{.RequestNumber}}-{{.TimestampUnixNano}}"}' \
+  "$ADDR" >/dev/null 2>&1 || say "ghz Reserve failed"
+say "ghz: CreateOrder"
+ghz --insecure -c 64 --connections 4 -z "${SECS}s" --format json -o "$OUT/ghz_create_order.json" \
+  --call order.v1.OrderService/CreateOrder \
+  -d '{"customer_id":"cust-441","item_ids":["ghz-sku"],"total_amount":149.99}' \
+  "$ADDR" >/dev/null 2>&1 || say "ghz CreateOrder failed"
+kill "$SAMPLER" 2>/dev/null || true
+SAMPLER=""
+stop
+
+# 4. WatchStock fan-out: 10,000 idle subscribers, server memory before and after.
+start_server watch --durability sync --max-open-streams 20000
+sleep 1
+awk '/VmRSS/ {print $2}' "/proc/$PID/status" >"$OUT/watch_rss_before_kb.txt"
+sample "$OUT/watch_samples.txt" &
+SAMPLER=$!
+load watch_10k --scenario watch --subscribers 10000 --watch-filter sku --rate 2000 \
+  --duration-s "$SECS" --warmup-s 3 "${COMMON[@]}"
+kill "$SAMPLER" 2>/dev/null || true
+SAMPLER=""
+stop
+
+# 5. The same unary Reserve with async durability (no fsync): the price of sync.
+start_server async --durability async
+load reserve_closed_async --scenario reserve --concurrency 64 --duration-s "$SECS" --warmup-s 3 "${COMMON[@]}"
+stop
+
+# 6. Heap allocated per unary Reserve on the server (heaptrack counts every allocation).
+if [ -z "${SKIP_HEAP:-}" ] && command -v heaptrack >/dev/null; then
+  say "heap: heaptrack"
+  heaptrack -o "$WORK/heap" "$SERVER" --listen "$ADDR" --metrics-listen "" --data-dir "$WORK/data-heap" \
+    --log-rpcs false --durability async >"$WORK/heap.log" 2>&1 &
+  PID=$!
+  wait_port "$PORT"
+  load heap_reserve --scenario reserve --concurrency 32 --duration-s 10 --warmup-s 0 "${COMMON[@]}"
+  stop
+  heaptrack_print "$WORK"/heap.*.zst 2>/dev/null | grep -E "^(total memory allocated|calls to allocation functions|peak heap memory)" \
+    >"$OUT/heap.txt" || true
+fi
+
+python3 bench/report.py "$OUT" bench/RESULTS.md
+say "done: bench/RESULTS.md"
