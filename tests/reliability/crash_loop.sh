@@ -10,9 +10,13 @@
 #   - Kafka holds every event: sequences 1..N all present once deduplicated by event id
 #     (gap-free, nothing lost, nothing invented), duplicates counted and reported.
 #
+#   - per key, the first occurrences of the events in Kafka follow the sequence order.
+# With OUTAGE_SECONDS=N the broker is SIGKILLed (the partition leader dies) at the first
+# cycle and comes back N seconds later; the server keeps being killed meanwhile.
+#
 # Usage: crash_loop.sh [CYCLES]   (10 in the test suite; 200 for the long run)
 # Env: FEED_SERVER, CHAOS_CLIENT, FEED_CONSUMER (binaries; default: build/...),
-#      CRASH_SEED, CRASH_UNITS (default 2500 per cycle).
+#      CRASH_SEED, CRASH_UNITS (default 2500 per cycle), OUTAGE_SECONDS (0).
 set -eu
 CYCLES="${1:-10}"
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -22,6 +26,7 @@ CHAOS_CLIENT="${CHAOS_CLIENT:-$BUILD/tests/reliability/chaos-client}"
 FEED_CONSUMER="${FEED_CONSUMER:-$BUILD/bridge/feed-consumer}"
 SEED="${CRASH_SEED:-$RANDOM}"
 UNITS="${CRASH_UNITS:-$((CYCLES * 2500))}"
+OUTAGE="${OUTAGE_SECONDS:-0}"
 WORK="$(mktemp -d /tmp/feed-crashloop-XXXXXX)"
 PORT=$((20000 + RANDOM % 20000))
 ADDR="127.0.0.1:$PORT"
@@ -66,7 +71,18 @@ start_server
 CLIENT_PID=$!
 
 kills=0
+outage_end=0
 for cycle in $(seq 1 "$CYCLES"); do
+  if [ "$cycle" = 1 ] && [ "$OUTAGE" -gt 0 ]; then
+    log "broker outage: SIGKILL the broker (the partition leader) for ${OUTAGE}s"
+    "$REPO/compose/kafka.sh" kill >/dev/null
+    outage_end=$(($(date +%s) + OUTAGE))
+  fi
+  if [ "$outage_end" -gt 0 ] && [ "$(date +%s)" -ge "$outage_end" ]; then
+    log "broker back"
+    "$REPO/compose/kafka.sh" start >/dev/null
+    outage_end=0
+  fi
   sleep "$(awk -v r="$RANDOM" 'BEGIN { printf "%.3f", 0.2 + (r % 1000) / 1000.0 }')"
   if ! kill -0 "$CLIENT_PID" 2>/dev/null; then
     log "the client finished after $kills kills; raise CRASH_UNITS for more"
@@ -78,6 +94,11 @@ for cycle in $(seq 1 "$CYCLES"); do
   start_server
 done
 
+if [ "$outage_end" -gt 0 ]; then
+  sleep $((outage_end - $(date +%s) > 0 ? outage_end - $(date +%s) : 0))
+  log "broker back"
+  "$REPO/compose/kafka.sh" start >/dev/null
+fi
 wait "$CLIENT_PID" || fail "chaos-client: $(cat "$WORK/client.log")"
 CLIENT_PID=""
 log "$(cat "$WORK/client.log")"
@@ -95,6 +116,11 @@ last="$(sed -n 's/^seq=\([0-9]*\) .*/\1/p' "$WORK/events.txt" | sort -n | tail -
 log "Kafka: $(tail -1 "$WORK/consumer.log")"
 [ "$distinct" = "$EXPECTED" ] || fail "Kafka has $distinct distinct events, expected $EXPECTED"
 [ "$first" = 1 ] && [ "$last" = "$EXPECTED" ] || fail "Kafka sequences $first..$last, expected 1..$EXPECTED"
+# Per key, in consumption order (one partition per key), first occurrences increase.
+disorder="$(awk '{ for (i = 1; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] }
+  if (f["key"] in last && f["seq"] + 0 < last[f["key"]]) bad++
+  last[f["key"]] = f["seq"] + 0 } END { print bad + 0 }' "$WORK/events.txt")"
+[ "$disorder" = 0 ] || fail "$disorder events arrived out of sequence order for their key"
 
 kill -TERM "$SERVER_PID"
 wait "$SERVER_PID" || fail "exit code after SIGTERM"
