@@ -30,7 +30,8 @@
 //                 stream) are already outstanding the due calls wait in a backlog and are sent,
 //                 late, when a slot frees up; calls still unsent at the end are reported as
 //                 "unsent". The scheduling delay of this client (actual - intended send time) is
-//                 reported separately ("schedule_lag").
+//                 reported separately ("schedule_lag"; feed: until the Write of the command
+//                 starts).
 //
 // Measurement: calls whose intended send time falls in [warmup end, end) are measured; the
 // run stops issuing at the end, lets outstanding calls finish (each call has a deadline of
@@ -40,11 +41,19 @@
 // below 2.048 ms, then 1024 sub-buckets per power of two, i.e. <= 0.1 % relative error, up to
 // 60 s). Only 127.0.0.1 targets are accepted.
 //
-// Threads: --threads completion queues, each polled by its own thread, which also schedules
-// the calls of its share of the load; --channels channels (each its own TCP connection), the
-// calls spread over them round-robin.
+// Threads: --threads workers, each with its own completion queue polled by its own thread;
+// closed loop: that thread also starts the next call when one completes. Open loop: each
+// worker has a scheduler thread as well, which sleeps until the next due time and starts the
+// call itself, so the CQ thread only handles completions and always blocks in the CQ with a
+// long deadline. (Starting the calls on the CQ thread does not work with gRPC 1.51: a CQ whose
+// queue is never empty, or AsyncNext with sub-millisecond deadlines, returns without polling
+// the sockets; measured: ~2,600 sendmsg but ~10 recvmsg a second, responses piled up in the
+// kernel and latency grew to seconds at 10k calls/s.) --channels channels (each its own TCP
+// connection), the calls spread over them round-robin.
 
+#include <sys/prctl.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -56,7 +65,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
+#include <fstream>
+#include <sstream>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
@@ -224,6 +236,7 @@ struct Options {
   std::string watch_filter = "sku";  // sku | all
   double connect_timeout_s = 15;
 
+  int server_pid = 0;     // > 0: also report the server's CPU and the machine's (from /proc)
   uint64_t rng_seed = 0;  // 0: random
   bool json = false;
 };
@@ -249,7 +262,8 @@ struct Stats {
   Histogram watch_lag;         // watch: receive - level.updated_at_ms (changes received in window)
   std::array<uint64_t, kNumCodes> codes{};  // measured results by code
   uint64_t warmup_calls = 0;
-  uint64_t unsent = 0;  // open loop: due in the window, never sent (backlog at the end)
+  uint64_t unsent = 0;      // open loop: due in the window, never sent (backlog at the end)
+  uint64_t backlogged = 0;  // open loop: due in the window, sent late for lack of capacity
   std::array<uint64_t, kNumCodes> stream_end_codes{};  // streams ended other than by us
   uint64_t feed_lost = 0;       // commands outstanding on a stream that ended
   uint64_t feed_unmatched = 0;  // results with an unknown request_id
@@ -271,6 +285,7 @@ struct Stats {
     }
     warmup_calls += o.warmup_calls;
     unsent += o.unsent;
+    backlogged += o.backlogged;
     feed_lost += o.feed_lost;
     feed_unmatched += o.feed_unmatched;
     watch_messages += o.watch_messages;
@@ -369,12 +384,13 @@ class Worker {
   int index() const { return index_; }
 
   // Every async operation started on cq_ is counted, so the loop knows when all have ended.
-  void OpStarted() { ++pending_ops_; }
+  void OpStarted() { pending_ops_.fetch_add(1, std::memory_order_relaxed); }
 
   void OnUnaryDone(UnaryBase& call);
   // A result of one command (unary call or Feed command) intended at `intended`.
   void RecordResult(TimePoint intended, TimePoint sent, int code);
-  void OnFeedResult(FeedStream* s, TimePoint intended, int code);
+  // Returns true when the stream should send the next command now (closed loop).
+  bool OnFeedResult(TimePoint intended, TimePoint sent, int code);
   void OnStreamEnded(int code) { ++stats_.stream_end_codes[ClampCode(code)]; }
   void OnFeedLost(TimePoint intended) {
     if (InWindow(intended)) ++stats_.feed_lost;
@@ -395,7 +411,8 @@ class Worker {
   bool InWindow(TimePoint t) const { return t >= measure_start_ && t < end_; }
   // Starts one call intended at `intended`; false when no capacity is left.
   bool Issue(TimePoint intended);
-  void IssueDue(TimePoint now);
+  TimePoint DueTime(uint64_t k) const;
+  void ScheduleLoop();
   void BeginStop(TimePoint now);
   void Poll(TimePoint deadline);
   grpc::Channel* NextChannelIndex(size_t* idx);
@@ -412,17 +429,20 @@ class Worker {
   uint64_t key_counter_ = 0;
   size_t rr_ = 0;
 
-  int64_t pending_ops_ = 0;
-  int inflight_ = 0;  // unary calls outstanding
+  std::atomic<int64_t> pending_ops_{0};
+  std::atomic<int> inflight_{0};  // unary calls outstanding
   int max_inflight_ = 0;
   int closed_share_ = 0;  // closed loop: this worker's share of --concurrency
 
   TimePoint t0_, measure_start_, end_, hard_stop_, stream_deadline_;
   bool stopping_ = false;
   bool cancelled_ = false;
-  // Open loop: this worker sends calls k*threads + index, due at t0 + (k*threads+index)/rate.
-  uint64_t next_k_ = 0;
-  TimePoint next_due_;
+  // Open loop: this worker sends calls k*threads + index, due at t0 + (k*threads+index)/rate,
+  // from its scheduler thread (which then owns rng_, key_counter_ and rr_; the CQ thread owns
+  // stats_). unsent_ is written by the scheduler and read after it is joined.
+  std::thread scheduler_;
+  uint64_t unsent_ = 0;
+  uint64_t backlogged_ = 0;
 
   std::vector<std::unique_ptr<FeedStream>> feed_;
   size_t feed_rr_ = 0;
@@ -436,6 +456,9 @@ void UnaryBase::Proceed(bool /*ok*/) {
 
 // ---------------------------------------------------------------------------- Feed stream ----
 
+// Thread safety: the CQ thread runs the On* handlers; in open loop the scheduler thread calls
+// TryEnqueue concurrently, so all state is guarded by mu_ (never held while waiting: gRPC
+// delivers completions through the CQ, not inline).
 class FeedStream {
  public:
   FeedStream(Worker* w, InventoryService::Stub* stub, int window)
@@ -444,6 +467,7 @@ class FeedStream {
         finish_tag_(this, &FeedStream::OnFinish) {}
 
   void Start() {
+    std::lock_guard lock(mu_);
     ctx_.set_deadline(std::chrono::system_clock::now() +
                       duration_cast<std::chrono::system_clock::duration>(w_->stream_deadline() -
                                                                          Clock::now()));
@@ -452,37 +476,46 @@ class FeedStream {
     rw_->StartCall(&start_tag_);
   }
 
-  bool HasRoom() const { return !finished_ && static_cast<int>(outstanding_.size()) < window_; }
-  bool finished() const { return finished_; }
-
-  void Enqueue(TimePoint intended) {
-    uint64_t id = next_id_++;
-    inventory::v1::FeedRequest req;
-    req.set_request_id(std::to_string(id));
-    auto* r = req.mutable_reserve();
-    *r->mutable_request() = w_->MakeReserve();
-    r->set_lease_to_stream(w_->shared()->opt.feed_lease);
-    queue_.push_back(std::move(req));
-    outstanding_.emplace(id, intended);
-    MaybeWrite();
+  // Queues one Reserve command intended at `intended` if the window has room.
+  bool TryEnqueue(TimePoint intended) {
+    std::lock_guard lock(mu_);
+    if (finished_ || closing_ || static_cast<int>(outstanding_.size()) >= window_) return false;
+    EnqueueLocked(intended);
+    return true;
   }
 
   // No more commands: half-close once every outstanding command has its result.
   void Close() {
+    std::lock_guard lock(mu_);
     closing_ = true;
-    MaybeWrite();
+    MaybeWriteLocked();
   }
   void Cancel() {
+    std::lock_guard lock(mu_);
     if (finished_) return;
     cancelled_ = true;
     ctx_.TryCancel();
   }
 
  private:
-  void MaybeWrite() {
+  void EnqueueLocked(TimePoint intended) {
+    uint64_t id = next_id_++;
+    inventory::v1::FeedRequest req;
+    req.set_request_id(std::to_string(id));
+    auto* r = req.mutable_reserve();
+    *r->mutable_request() = w_->MakeReserve();
+    r->set_lease_to_stream(w_->shared()->opt.feed_lease);
+    queue_.emplace_back(id, std::move(req));
+    outstanding_.emplace(id, Pending{intended, intended});
+    MaybeWriteLocked();
+  }
+
+  void MaybeWriteLocked() {
     if (!started_ || writing_ || read_failed_ || writes_done_) return;
     if (!queue_.empty()) {
-      write_req_ = std::move(queue_.front());
+      auto& [id, req] = queue_.front();
+      if (auto it = outstanding_.find(id); it != outstanding_.end()) it->second.sent = Clock::now();
+      write_req_ = std::move(req);
       queue_.pop_front();
       writing_ = true;
       w_->OpStarted();
@@ -496,28 +529,31 @@ class FeedStream {
   }
 
   void OnStart(bool ok) {
+    std::lock_guard lock(mu_);
     if (!ok) {
       read_failed_ = true;
-      Finish();
+      FinishLocked();
       return;
     }
     started_ = true;
     w_->shared()->feed_started.fetch_add(1);
     w_->OpStarted();
     rw_->Read(&resp_, &read_tag_);
-    MaybeWrite();
+    MaybeWriteLocked();
   }
 
   void OnWrite(bool ok) {
+    std::lock_guard lock(mu_);
     writing_ = false;
     if (!ok) return;  // the stream is broken; the failing Read finishes it
-    MaybeWrite();
+    MaybeWriteLocked();
   }
 
   void OnRead(bool ok) {
+    std::lock_guard lock(mu_);
     if (!ok) {
       read_failed_ = true;
-      Finish();
+      FinishLocked();
       return;
     }
     if (!resp_.request_id().empty()) {
@@ -528,25 +564,28 @@ class FeedStream {
       if (it == outstanding_.end()) {
         ++w_->stats().feed_unmatched;
       } else {
-        TimePoint intended = it->second;
+        Pending pending = it->second;
         outstanding_.erase(it);
-        w_->OnFeedResult(this, intended, resp_.code());
+        if (w_->OnFeedResult(pending.intended, pending.sent, resp_.code()) && !closing_) {
+          EnqueueLocked(Clock::now());  // closed loop: the next command at once
+        }
       }
     }
-    MaybeWrite();
+    MaybeWriteLocked();
     w_->OpStarted();
     rw_->Read(&resp_, &read_tag_);
   }
 
-  void Finish() {
+  void FinishLocked() {
     w_->OpStarted();
     rw_->Finish(&status_, &finish_tag_);
   }
 
   void OnFinish(bool /*ok*/) {
+    std::lock_guard lock(mu_);
     finished_ = true;
     if (!cancelled_ && !status_.ok()) w_->OnStreamEnded(status_.error_code());
-    for (const auto& [id, intended] : outstanding_) w_->OnFeedLost(intended);
+    for (const auto& [id, p] : outstanding_) w_->OnFeedLost(p.intended);
     outstanding_.clear();
     queue_.clear();
   }
@@ -554,6 +593,7 @@ class FeedStream {
   Worker* w_;
   InventoryService::Stub* stub_;
   const int window_;
+  std::mutex mu_;
   grpc::ClientContext ctx_;
   std::unique_ptr<grpc::ClientAsyncReaderWriter<inventory::v1::FeedRequest,
                                                 inventory::v1::FeedResponse>>
@@ -561,8 +601,12 @@ class FeedStream {
   inventory::v1::FeedRequest write_req_;
   inventory::v1::FeedResponse resp_;
   grpc::Status status_;
-  std::deque<inventory::v1::FeedRequest> queue_;      // not yet written
-  std::unordered_map<uint64_t, TimePoint> outstanding_;  // written or queued, no result yet
+  struct Pending {
+    TimePoint intended;
+    TimePoint sent;  // when its Write started
+  };
+  std::deque<std::pair<uint64_t, inventory::v1::FeedRequest>> queue_;  // not yet written
+  std::unordered_map<uint64_t, Pending> outstanding_;  // written or queued, no result yet
   uint64_t next_id_ = 1;
   bool started_ = false, writing_ = false, closing_ = false, writes_done_ = false;
   bool read_failed_ = false, finished_ = false, cancelled_ = false;
@@ -677,10 +721,10 @@ void Worker::Launch(TimePoint intended, Prepare prepare) {
   call->ctx.set_deadline(std::chrono::system_clock::now() + milliseconds(opt_.call_timeout_ms));
   call->rpc = prepare(&call->ctx);
   call->sent = Clock::now();
-  call->rpc->StartCall();
   OpStarted();
-  ++inflight_;
-  call->rpc->Finish(&call->resp, &call->status, call);
+  inflight_.fetch_add(1, std::memory_order_relaxed);
+  call->rpc->StartCall();
+  call->rpc->Finish(&call->resp, &call->status, call);  // the last touch: it may complete at once
 }
 
 bool Worker::Issue(TimePoint intended) {
@@ -688,15 +732,14 @@ bool Worker::Issue(TimePoint intended) {
   if (sc == Scenario::kFeed) {
     for (size_t i = 0; i < feed_.size(); ++i) {
       FeedStream* s = feed_[(feed_rr_ + i) % feed_.size()].get();
-      if (s->HasRoom()) {
+      if (s->TryEnqueue(intended)) {
         feed_rr_ = (feed_rr_ + i + 1) % feed_.size();
-        s->Enqueue(intended);
         return true;
       }
     }
     return false;
   }
-  if (!closed_loop() && inflight_ >= max_inflight_) return false;
+  if (!closed_loop() && inflight_.load(std::memory_order_relaxed) >= max_inflight_) return false;
   size_t ch = 0;
   NextChannelIndex(&ch);
   switch (sc) {
@@ -758,7 +801,7 @@ void Worker::RecordResult(TimePoint intended, TimePoint sent, int code) {
 }
 
 void Worker::OnUnaryDone(UnaryBase& call) {
-  --inflight_;
+  inflight_.fetch_sub(1, std::memory_order_relaxed);
   RecordResult(call.intended, call.sent, static_cast<int>(call.status.error_code()));
   if (closed_loop() && !stopping_) {
     TimePoint now = Clock::now();
@@ -766,13 +809,10 @@ void Worker::OnUnaryDone(UnaryBase& call) {
   }
 }
 
-void Worker::OnFeedResult(FeedStream* s, TimePoint intended, int code) {
-  // Feed: the send time is not tracked per command; the schedule lag is not reported.
-  RecordResult(intended, intended, code);
-  if (closed_loop() && !stopping_) {
-    TimePoint now = Clock::now();
-    if (now < end_) s->Enqueue(now);
-  }
+bool Worker::OnFeedResult(TimePoint intended, TimePoint sent, int code) {
+  // sent: when the command's Write started (it may wait behind earlier writes of the stream).
+  RecordResult(intended, sent, code);
+  return closed_loop() && !stopping_ && Clock::now() < end_;
 }
 
 void Worker::OnWatchUpdate(const inventory::v1::StockUpdate& u) {
@@ -789,31 +829,51 @@ void Worker::OnWatchUpdate(const inventory::v1::StockUpdate& u) {
   stats_.watch_lag.Record(lag);
 }
 
-void Worker::IssueDue(TimePoint now) {
-  const double period_ns = 1e9 / opt_.rate;
-  while (next_due_ <= now && next_due_ < end_) {
-    if (!Issue(next_due_)) break;  // backlog: sent late, when a slot frees up
-    ++next_k_;
-    next_due_ = t0_ + nanoseconds(static_cast<int64_t>(
-                          static_cast<double>(next_k_ * static_cast<uint64_t>(opt_.threads) +
-                                              static_cast<uint64_t>(index_)) *
-                          period_ns));
+TimePoint Worker::DueTime(uint64_t k) const {
+  return t0_ + nanoseconds(static_cast<int64_t>(
+                   static_cast<double>(k * static_cast<uint64_t>(opt_.threads) +
+                                       static_cast<uint64_t>(index_)) *
+                   1e9 / opt_.rate));
+}
+
+// Scheduler thread (open loop): sleeps until the next due time and starts the call. Without
+// capacity (--max-inflight, or every Feed stream's window full) the due calls wait, and are
+// sent late when a slot frees up: their latency still counts from their due time.
+void Worker::ScheduleLoop() {
+  prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);  // wake up on time, not up to 50 us late
+  uint64_t k = 0;
+  bool waited = false;  // since the schedule was last on time: calls sent now are late
+  for (;;) {
+    const TimePoint due = DueTime(k);
+    if (due >= end_) break;
+    if (Clock::now() < due) {
+      waited = false;
+      std::this_thread::sleep_until(due);
+      continue;
+    }
+    if (Issue(due)) {
+      if (waited && due >= measure_start_) ++backlogged_;
+      ++k;
+      continue;
+    }
+    if (Clock::now() >= end_) break;
+    waited = true;
+    std::this_thread::sleep_for(microseconds(100));  // backlog: wait for a free slot
+  }
+  // Due in the window but never sent: the backlog at the end.
+  for (;; ++k) {
+    const TimePoint due = DueTime(k);
+    if (due >= end_) break;
+    if (due >= measure_start_) ++unsent_;
   }
 }
 
 void Worker::BeginStop(TimePoint /*now*/) {
   stopping_ = true;
-  if (sh_->open_loop) {
-    // Due in the window but never sent: the backlog at the end.
-    const double period_ns = 1e9 / opt_.rate;
-    while (next_due_ < end_) {
-      if (next_due_ >= measure_start_) ++stats_.unsent;
-      ++next_k_;
-      next_due_ = t0_ + nanoseconds(static_cast<int64_t>(
-                            static_cast<double>(next_k_ * static_cast<uint64_t>(opt_.threads) +
-                                                static_cast<uint64_t>(index_)) *
-                            period_ns));
-    }
+  if (scheduler_.joinable()) {
+    scheduler_.join();
+    stats_.unsent += unsent_;
+    stats_.backlogged += backlogged_;
   }
   for (auto& s : feed_) s->Close();
   for (auto& s : subs_) s->Cancel();
@@ -827,11 +887,9 @@ void Worker::Poll(TimePoint deadline) {
                                                        GPR_TIMESPAN));
   void* tag = nullptr;
   bool ok = false;
-  auto st = cq_.AsyncNext(&tag, &ok, when);
-  if (st == grpc::CompletionQueue::GOT_EVENT) {
-    --pending_ops_;
-    static_cast<Tag*>(tag)->Proceed(ok);
-  }
+  if (cq_.AsyncNext(&tag, &ok, when) != grpc::CompletionQueue::GOT_EVENT) return;
+  pending_ops_.fetch_sub(1, std::memory_order_relaxed);
+  static_cast<Tag*>(tag)->Proceed(ok);
 }
 
 void Worker::Run() {
@@ -872,11 +930,11 @@ void Worker::Run() {
   hard_stop_ = end_ + duration_cast<Clock::duration>(std::chrono::duration<double>(opt_.drain_s));
 
   if (sh_->open_loop) {
-    next_due_ = t0_ + nanoseconds(static_cast<int64_t>(static_cast<double>(index_) * 1e9 / opt_.rate));
+    scheduler_ = std::thread([this] { ScheduleLoop(); });
   } else if (opt_.scenario == Scenario::kFeed) {
     TimePoint now = Clock::now();
     for (auto& s : feed_) {
-      for (int i = 0; i < opt_.inflight; ++i) s->Enqueue(now);
+      for (int i = 0; i < opt_.inflight; ++i) s->TryEnqueue(now);
     }
   } else {
     TimePoint now = Clock::now();
@@ -891,14 +949,8 @@ void Worker::Run() {
       for (auto& s : feed_) s->Cancel();
       for (auto& s : subs_) s->Cancel();
     }
-    if (stopping_ && pending_ops_ == 0) break;
+    if (stopping_ && pending_ops_.load() == 0) break;
     TimePoint deadline = stopping_ ? std::min(hard_stop_, now + milliseconds(100)) : end_;
-    if (sh_->open_loop && !stopping_) {
-      IssueDue(now);
-      // The next due call, unless it is blocked on capacity (then only a completion helps).
-      bool blocked = next_due_ <= now;
-      if (!blocked) deadline = std::min(deadline, next_due_);
-    }
     if (cancelled_) deadline = now + milliseconds(100);
     Poll(deadline);
   }
@@ -987,6 +1039,46 @@ CpuSample SelfCpu() {
           static_cast<double>(ru.ru_stime.tv_sec) + static_cast<double>(ru.ru_stime.tv_usec) / 1e6};
 }
 
+// CPU seconds of a process (all threads) and busy CPU seconds of the whole machine, from /proc.
+struct ProcSample {
+  double process = -1;  // < 0: unknown
+  double machine_idle = -1;  // idle + iowait seconds, summed over the CPUs
+  TimePoint at = Clock::now();
+};
+ProcSample SampleProc(int pid) {
+  ProcSample r;
+  const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
+  if (pid > 0) {
+    std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    if (std::getline(f, line)) {
+      auto close = line.rfind(')');
+      if (close != std::string::npos) {
+        std::istringstream rest(line.substr(close + 2));
+        std::string field;
+        double utime = 0, stime = 0;
+        // Fields 3.. after "pid (comm) "; utime and stime are fields 14 and 15.
+        for (int i = 3; i <= 15 && (rest >> field); ++i) {
+          if (i == 14) utime = std::strtod(field.c_str(), nullptr);
+          if (i == 15) stime = std::strtod(field.c_str(), nullptr);
+        }
+        r.process = (utime + stime) / tick;
+      }
+    }
+  }
+  std::ifstream st("/proc/stat");
+  std::string cpu;
+  double v[8] = {};
+  if (st >> cpu && cpu == "cpu") {
+    for (double& x : v) st >> x;
+    // user nice system idle iowait irq softirq steal. Busy time is derived from idle + iowait:
+    // on a tickless kernel those are measured precisely, user/system are only sampled.
+    r.machine_idle = (v[3] + v[4]) / tick;
+  }
+  r.at = Clock::now();
+  return r;
+}
+
 nlohmann::json CodesJson(const std::array<uint64_t, kNumCodes>& codes, bool skip_ok) {
   nlohmann::json j = nlohmann::json::object();
   for (int i = 0; i < kNumCodes; ++i) {
@@ -1043,6 +1135,8 @@ int main(int argc, char** argv) {
                  "connecting channels / watch subscribers")
       ->capture_default_str();
   app.add_option("--rng-seed", o.rng_seed, "0: random");
+  app.add_option("--server-pid", o.server_pid,
+                 "also report this process's CPU and the machine's busy CPU over the window");
   app.add_flag("--json", o.json, "one-line JSON summary on stdout (report on stderr)");
   CLI11_PARSE(app, argc, argv);
 
@@ -1065,7 +1159,10 @@ int main(int argc, char** argv) {
   if (!known) return fail("unknown --scenario '" + o.scenario_name + "'");
   if (o.rate > 0 && o.concurrency > 0) return fail("--rate (open loop) and --concurrency (closed loop) exclude each other");
   if (o.rate < 0 || o.rate > 1e7) return fail("--rate must be in (0, 1e7]");
-  if (o.rate == 0 && o.concurrency == 0) o.concurrency = 64;
+  if (o.scenario == Scenario::kFeed && o.concurrency > 0) {
+    return fail("feed: closed loop is --streams x --inflight; --concurrency does not apply");
+  }
+  if (o.rate == 0 && o.concurrency == 0 && o.scenario != Scenario::kFeed) o.concurrency = 64;
   if (o.threads < 1 || o.threads > 64) return fail("--threads must be in [1, 64]");
   if (o.channels < 1 || o.channels > 1024) return fail("--channels must be in [1, 1024]");
   if (o.concurrency < 0 || o.concurrency > 100000) return fail("--concurrency must be in [1, 100000]");
@@ -1163,8 +1260,10 @@ int main(int argc, char** argv) {
   sh.t0_ns.store(duration_cast<nanoseconds>(t0.time_since_epoch()).count());
   std::this_thread::sleep_until(measure_start);
   const CpuSample cpu0 = SelfCpu();
+  const ProcSample proc0 = SampleProc(opt.server_pid);
   std::this_thread::sleep_until(end);
   const CpuSample cpu1 = SelfCpu();
+  const ProcSample proc1 = SampleProc(opt.server_pid);
   const int subs_connected_at_end = sh.subs_connected.load() - sh.subs_ended.load();
 
   // Bounded: the workers stop by themselves (calls have deadlines, streams are cancelled after
@@ -1214,7 +1313,10 @@ int main(int argc, char** argv) {
                static_cast<unsigned long long>(ok), static_cast<unsigned long long>(sold_out),
                static_cast<unsigned long long>(errors), CodesJson(errors_by_code, true).dump().c_str());
   if (sh.open_loop) {
-    std::fprintf(report, "  intended  %.0f/s; unsent at the end (backlog) %llu\n", opt.rate,
+    std::fprintf(report,
+                 "  intended  %.0f/s; sent late for lack of capacity (backlog) %llu, still unsent "
+                 "at the end %llu\n",
+                 opt.rate, static_cast<unsigned long long>(total.backlogged),
                  static_cast<unsigned long long>(total.unsent));
   }
   auto line = [&](const char* name, const Histogram& h) {
@@ -1253,6 +1355,23 @@ int main(int argc, char** argv) {
   }
   std::fprintf(report, "  loadgen   cpu %.2f s user + %.2f s sys = %.2f cores\n", cpu_user, cpu_sys,
                (cpu_user + cpu_sys) / dur);
+  // Server and machine CPU over the measured window (--server-pid); "others" is everything
+  // else on the machine (other processes): a disturbed run when it is large.
+  const double server_cores =
+      proc0.process >= 0 && proc1.process >= 0 ? (proc1.process - proc0.process) / dur : -1;
+  const double machine_cores =
+      proc0.machine_idle >= 0
+          ? static_cast<double>(sysconf(_SC_NPROCESSORS_ONLN)) -
+                (proc1.machine_idle - proc0.machine_idle) /
+                    std::chrono::duration<double>(proc1.at - proc0.at).count()
+          : -1;
+  const double others_cores =
+      server_cores >= 0 ? machine_cores - server_cores - (cpu_user + cpu_sys) / dur : -1;
+  if (server_cores >= 0) {
+    std::fprintf(report, "  server    cpu %.2f cores (%.1f us per result); machine busy %.2f cores, others %.2f\n",
+                 server_cores, all ? server_cores * dur / static_cast<double>(all) * 1e6 : 0.0,
+                 machine_cores, others_cores);
+  }
 
   if (opt.json) {
     nlohmann::json j;
@@ -1282,6 +1401,7 @@ int main(int argc, char** argv) {
     j["sold_out_latency_us"] = total.sold_out_latency.Json();
     if (sh.open_loop) {
       j["unsent"] = total.unsent;
+      j["backlogged"] = total.backlogged;
       j["schedule_lag_us"] = total.schedule_lag.Json();
     }
     j["warmup_results"] = total.warmup_calls;
@@ -1312,6 +1432,11 @@ int main(int argc, char** argv) {
     j["loadgen_cpu"] = {{"user_s", std::round(cpu_user * 1000) / 1000},
                         {"sys_s", std::round(cpu_sys * 1000) / 1000},
                         {"cores", std::round((cpu_user + cpu_sys) / dur * 1000) / 1000}};
+    if (server_cores >= 0) {
+      j["server_cpu_cores"] = std::round(server_cores * 1000) / 1000;
+      j["machine_busy_cores"] = std::round(machine_cores * 1000) / 1000;
+      j["others_cpu_cores"] = std::round(others_cores * 1000) / 1000;
+    }
     std::printf("%s\n", j.dump().c_str());
   }
   std::fflush(stdout);

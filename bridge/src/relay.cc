@@ -937,7 +937,6 @@ RelayStats RelayImpl::stats() const {
   auto next = store_.Get(Table::kMeta, storage::meta_keys::kNextSequence);
   std::optional<uint64_t> next_seq;
   if (next.ok() && next->has_value()) next_seq = storage::DecodeSequence(**next);
-  std::optional<int64_t> first_occurred_ms;
   if (next_seq) {
     s.outbox_depth = *next_seq > cursor ? *next_seq - cursor : 0;
   } else {

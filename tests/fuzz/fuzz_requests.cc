@@ -1,7 +1,8 @@
 // fuzz_requests: every request the core accepts, from arbitrary bytes, against one real
 // InventoryCore (MemoryStore, FakeClock, sweep off) that lives across inputs.
 //
-// Input: byte 0 picks the operation (see Op), the rest is that operation's protobuf request
+// Input: byte 0 picks the operation (see Op: byte % 10, 0xff = clock tick), the rest is that
+// operation's protobuf request
 // (inputs that do not parse are skipped). The request goes through its core::Validate*
 // function; an invalid one must also be refused by the core with INVALID_ARGUMENT, a valid
 // one is applied and checked from the outside:
@@ -43,6 +44,7 @@
 #include "core/validation.h"
 #include "events/v1/events.pb.h"
 #include "fuzz_common.h"
+#include "google/protobuf/stubs/logging.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "inventory/v1/inventory.pb.h"
 #include "order/v1/order.pb.h"
@@ -79,10 +81,11 @@ enum Op : uint8_t {
   kAdvanceOrder,
   kCancelOrder,
   kWatchKeys,
-  // Not a request: advances the fake clock (first 4 bytes, little-endian, modulo 8 days)
-  // and runs ExpireDue.
-  kTick,
-  kOpCount
+  kRequestCount,
+  // Byte 0 = 0xff (rarer than the others, so that holds live long enough to be used): not a
+  // request, advances the fake clock (next 4 bytes, little-endian, modulo 2 min) and runs
+  // ExpireDue.
+  kTick = kRequestCount,
 };
 
 using Key = std::pair<std::string, std::string>;  // (sku, location)
@@ -97,6 +100,38 @@ const std::set<Key>& SeedKeys() {
   static const auto* keys = new std::set<Key>{
       {"sku-1", "default"}, {"sku-2", "default"}, {"sku-3", "wh-2"}, {"sku-bo", "default"}};
   return *keys;
+}
+
+// FUZZ_REQUESTS_STATS=1: at exit, how often each operation ended with each code (shows how
+// deep the fuzzer gets: OK Commits, PayOrders, ...).
+const char* kOpNames[] = {"AdjustStock", "Reserve",      "Commit",      "Release",
+                          "GetStock",    "CreateOrder",  "PayOrder",    "AdvanceOrder",
+                          "CancelOrder", "WatchStock",   "Tick"};
+std::map<std::pair<int, std::string>, uint64_t>* g_outcomes = nullptr;
+int g_op = 0;
+void Count(const std::string& outcome) {
+  if (g_outcomes) ++(*g_outcomes)[{g_op, outcome}];
+}
+// The code and the shape of the message (quoted values and numbers elided).
+std::string Outcome(const absl::Status& s) {
+  std::string out = StrCat(absl::StatusCodeToString(s.code()), ": ");
+  bool quoted = false;
+  for (char c : s.message()) {
+    if (c == '\'') {
+      quoted = !quoted;
+      if (quoted) out += "'…'";
+    } else if (!quoted && !(c >= '0' && c <= '9')) {
+      out += c;
+    }
+    if (out.size() > 90) break;
+  }
+  return out;
+}
+void PrintOutcomes() {
+  for (const auto& [k, n] : *g_outcomes) {
+    std::fprintf(stderr, "%-13s %8llu  %s\n", kOpNames[k.first],
+                 static_cast<unsigned long long>(n), k.second.c_str());
+  }
 }
 
 bool Documented(absl::StatusCode c) {
@@ -131,6 +166,15 @@ void Resolve(std::string* id, const std::vector<std::string>& recent) {
   }
 }
 
+// Commit and Release: "@<digit>" names a recent client hold, "@<other>" a recent hold of any
+// kind (an order's, which they must refuse, included).
+void ResolveHold(std::string* id, const std::vector<std::string>& client,
+                 const std::vector<std::string>& ordered) {
+  if (id->size() != 2 || (*id)[0] != '@') return;
+  bool of_order = !((*id)[1] >= '0' && (*id)[1] <= '9');
+  Resolve(id, of_order || client.empty() ? ordered : client);
+}
+
 void Remember(std::vector<std::string>* recent, const std::string& id) {
   if (recent->size() >= kRecentIds) recent->erase(recent->begin());
   recent->push_back(id);
@@ -138,6 +182,7 @@ void Remember(std::vector<std::string>* recent, const std::string& id) {
 
 template <class Resp>
 void ExpectInvalid(const absl::StatusOr<Resp>& r, const absl::Status& validation) {
+  Count("invalid");
   FUZZ_CHECK(!r.ok() && r.status().code() == absl::StatusCode::kInvalidArgument,
              StrCat("Validate* said '", ToString(validation), "' but the core said ",
                     r.ok() ? std::string("OK") : ToString(r.status())));
@@ -188,7 +233,8 @@ class World {
   core::FakeClock clock_{kStart};
   std::unique_ptr<storage::MemoryStore> store_;
   std::unique_ptr<InventoryCore> core_;
-  std::vector<std::string> reservations_;
+  std::vector<std::string> reservations_;  // every recent hold
+  std::vector<std::string> client_holds_;  // recent holds made by Reserve
   std::vector<std::string> orders_;
   uint64_t last_sequence_ = 0;
   uint64_t outbox_checked_ = 0;  // outbox events up to this sequence were checked and trimmed
@@ -204,6 +250,7 @@ void World::Reset() {
   FUZZ_CHECK(store_->Commit(*group, storage::CommitMode::kConfigured).ok(), "seeding the store id");
   clock_.Set(kStart);
   reservations_.clear();
+  client_holds_.clear();
   orders_.clear();
   last_sequence_ = 0;
   outbox_checked_ = 0;
@@ -250,6 +297,7 @@ void World::Seed() {
   auto held = CallSync(*core_, &InventoryCore::Reserve, reserve);
   FUZZ_CHECK(held.ok(), ToString(held.status()));
   Remember(&reservations_, held->reservation().reservation_id());
+  Remember(&client_holds_, held->reservation().reservation_id());
   last_sequence_ = held->sequence();
 
   ord::CreateOrderRequest order;
@@ -336,6 +384,7 @@ std::optional<Resp> World::Apply(const char* op,
   *before = Read(keys);
   absl::StatusOr<Resp> r = CallSync(*core_, method, request);
   *after = Read(keys);
+  Count(r.ok() ? (r->replayed() ? "OK (replayed)" : "OK") : Outcome(r.status()));
   if (!r.ok()) {
     FUZZ_CHECK(Documented(r.status().code()),
                StrCat(op, " returned an undocumented error: ", ToString(r.status()),
@@ -425,6 +474,7 @@ void World::DoReserve(const uint8_t* data, size_t size) {
   FUZZ_CHECK(hold.expires_at_ms() == clock_.NowMillis() + ttl, Show(hold));
   CheckSequence(resp->sequence(), "Reserve");
   Remember(&reservations_, hold.reservation_id());
+  Remember(&client_holds_, hold.reservation_id());
 }
 
 void World::DoCommitOrRelease(bool commit, const uint8_t* data, size_t size) {
@@ -435,13 +485,13 @@ void World::DoCommitOrRelease(bool commit, const uint8_t* data, size_t size) {
   absl::Status v;
   if (commit) {
     if (!c.ParseFromArray(data, static_cast<int>(size))) return;
-    Resolve(c.mutable_reservation_id(), reservations_);
+    ResolveHold(c.mutable_reservation_id(), client_holds_, reservations_);
     v = core::ValidateCommit(c, options_);
     if (!v.ok()) return ExpectInvalid(CallSync(*core_, &InventoryCore::Commit, c), v);
     id = c.reservation_id();
   } else {
     if (!rel.ParseFromArray(data, static_cast<int>(size))) return;
-    Resolve(rel.mutable_reservation_id(), reservations_);
+    ResolveHold(rel.mutable_reservation_id(), client_holds_, reservations_);
     v = core::ValidateRelease(rel, options_);
     if (!v.ok()) return ExpectInvalid(CallSync(*core_, &InventoryCore::Release, rel), v);
     id = rel.reservation_id();
@@ -496,6 +546,7 @@ void World::DoGetStock(const uint8_t* data, size_t size) {
   auto resp = core_->GetStock(r);
   if (!v.ok()) return ExpectInvalid(resp, v);
   FUZZ_CHECK(resp.ok(), StrCat("GetStock: ", ToString(resp.status())));
+  Count(resp->levels_size() > 0 ? "OK (levels)" : "OK (none)");
   for (const auto& l : resp->levels()) CheckLevel(l);
   // Each key either matched levels or is listed as missing.
   std::multiset<Key> missing;
@@ -637,7 +688,7 @@ void World::DoCancelOrder(const uint8_t* data, size_t size) {
 void World::DoWatchKeys(const uint8_t* data, size_t size) {
   inv::WatchStockRequest r;
   if (!r.ParseFromArray(data, static_cast<int>(size))) return;
-  if (!core::ValidateStockKeys("keys", r.keys(), options_).ok()) return;
+  if (!core::ValidateStockKeys("keys", r.keys(), options_).ok()) return Count("invalid");
   std::vector<inv::StockKey> filter(r.keys().begin(), r.keys().end());
   auto snapshot = core_->OpenStockSnapshot(filter);
   FUZZ_CHECK(snapshot.ok(), StrCat("OpenStockSnapshot: ", ToString(snapshot.status())));
@@ -653,6 +704,7 @@ void World::DoWatchKeys(const uint8_t* data, size_t size) {
     FUZZ_CHECK(more.ok(), StrCat("StockSnapshot::Next: ", ToString(more.status())));
     if (!*more) break;
   }
+  Count(levels.empty() ? "OK (none)" : "OK (levels)");
   std::multiset<std::pair<Key, uint64_t>> seen;
   for (const auto& l : levels) {
     CheckLevel(l);
@@ -678,7 +730,10 @@ void World::DoWatchKeys(const uint8_t* data, size_t size) {
 void World::DoTick(const uint8_t* data, size_t size) {
   uint32_t v = 0;
   std::memcpy(&v, data, std::min<size_t>(size, sizeof v));
-  clock_.Advance(static_cast<int64_t>(v % (8u * 24 * 3600 * 1000)));
+  // At most 2 minutes: ticks are frequent (they always parse), and holds with the default
+  // TTL (15 min) must stay open long enough to be committed, released or paid by later
+  // inputs; short TTLs (ttl_ms >= 1000) still expire.
+  clock_.Advance(static_cast<int64_t>(v % (2u * 60 * 1000 + 1)));
   Levels before = Read(SeedKeys());
   std::promise<absl::StatusOr<core::ExpireResult>> promise;
   auto future = promise.get_future();
@@ -686,6 +741,7 @@ void World::DoTick(const uint8_t* data, size_t size) {
       [&promise](absl::StatusOr<core::ExpireResult> r) { promise.set_value(std::move(r)); });
   auto r = future.get();
   FUZZ_CHECK(r.ok(), StrCat("ExpireDue: ", ToString(r.status())));
+  Count(r->expired_holds > 0 ? "OK (expired)" : "OK (none)");
   Levels after = Read(SeedKeys());
   for (const auto& [k, a] : after) {
     // Expiry only returns held units: on_hand never changes, reserved never grows.
@@ -773,7 +829,9 @@ void World::Run(const uint8_t* data, size_t size) {
   }
   const uint8_t* body = data + 1;
   size_t n = size - 1;
-  switch (data[0] % kOpCount) {
+  int op = data[0] == 0xff ? kTick : data[0] % kRequestCount;
+  g_op = op;
+  switch (op) {
     case kAdjust: DoAdjust(body, n); break;
     case kReserve: DoReserve(body, n); break;
     case kCommit: DoCommitOrRelease(true, body, n); break;
@@ -795,6 +853,12 @@ void World::Run(const uint8_t* data, size_t size) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static feed::fuzz::World* world = [] {
     spdlog::set_level(spdlog::level::warn);
+    // Invalid UTF-8 in a string field fails the parse (skipped) and logs an error: noise.
+    google::protobuf::SetLogHandler(nullptr);
+    if (std::getenv("FUZZ_REQUESTS_STATS")) {
+      feed::fuzz::g_outcomes = new std::map<std::pair<int, std::string>, uint64_t>();
+      std::atexit(feed::fuzz::PrintOutcomes);
+    }
     return new feed::fuzz::World();  // never destroyed: the writer thread outlives the run
   }();
   world->Run(data, size);

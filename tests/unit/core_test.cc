@@ -520,7 +520,14 @@ TEST_F(CoreTest, BackorderAllowsReservingBeyondOnHand) {
   ASSERT_OK(more);
   EXPECT_EQ(more->levels(0).available(), -8);
   EXPECT_EQ(Level("pre-order").reserved(), 8);
-  // on_hand itself never goes negative: restock, then commit.
+  // on_hand itself never goes negative: a backordered hold cannot be committed before the
+  // stock arrives (FAILED_PRECONDITION, nothing changes)...
+  size_t before = EventCount();
+  EXPECT_TRUE(IsError(Commit(hold->reservation().reservation_id()),
+                      absl::StatusCode::kFailedPrecondition, "cannot be committed yet"));
+  EXPECT_EQ(EventCount(), before);
+  EXPECT_EQ(Level("pre-order").on_hand(), 0);
+  // ...restock, then commit.
   ASSERT_OK(Adjust("pre-order", 10));
   ASSERT_OK(Commit(hold->reservation().reservation_id()));
   EXPECT_EQ(Level("pre-order").on_hand(), 5);

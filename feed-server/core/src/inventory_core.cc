@@ -293,6 +293,7 @@ class InventoryCore::Impl {
                    const std::string& reservation_id, const std::string& order_id,
                    const std::string& reason, StockLevel* out);
   absl::Status CheckAvailable(const std::vector<AggregatedLine>& lines, std::string_view field);
+  absl::Status CheckCommittable(const Reservation& hold);
   absl::Status CheckReservationIdFree(Batch& b, const std::string& id);
   Reservation& HoldLines(Batch& b, const std::vector<AggregatedLine>& lines, std::string id,
                          const std::string& order_id, int64_t ttl_ms, bool owned_by_order,
@@ -797,6 +798,22 @@ absl::Status InventoryCore::Impl::CheckAvailable(const std::vector<AggregatedLin
   return absl::OkStatus();
 }
 
+// Committing deducts the hold from on_hand, which never goes negative: a hold placed on
+// backorder (beyond on_hand) can be committed once the stock has been received.
+absl::Status InventoryCore::Impl::CheckCommittable(const Reservation& hold) {
+  for (const auto& line : hold.lines()) {
+    auto it = levels_.find(LevelKey(line.sku(), line.location()));
+    int64_t on_hand = it == levels_.end() ? 0 : it->second.on_hand;
+    if (on_hand < line.quantity()) {
+      return absl::FailedPreconditionError(StrCat(
+          "reservation '", hold.reservation_id(), "' cannot be committed yet: sku '", line.sku(),
+          "' at location '", line.location(), "' has on_hand ", on_hand, ", the hold needs ",
+          line.quantity(), " (backordered stock must be received first)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::optional<Reservation>> InventoryCore::Impl::FindClosed(Batch& b,
                                                                           const std::string& id) {
   if (auto it = b.closed.find(id); it != b.closed.end()) return it->second;
@@ -987,6 +1004,7 @@ absl::Status InventoryCore::Impl::DoCommit(inventory::v1::CommitRequest& r, Batc
         StrCat("reservation '", r.reservation_id(), "' belongs to order '",
                      (*hold)->order_id(), "'; pay it with OrderService.PayOrder"));
   }
+  if (auto s = CheckCommittable(**hold); !s.ok()) return s;
   *out.mutable_reservation() =
       CloseHold(b, **hold, inventory::v1::RESERVATION_STATE_COMMITTED,
                 events::v1::STOCK_CHANGE_CAUSE_COMMIT, "", out.mutable_levels());
@@ -1072,6 +1090,7 @@ absl::Status InventoryCore::Impl::DoPayOrder(order::v1::PayOrderRequest& r, Batc
   }
   auto hold = FindOpenHold(b, order.reservation_id());
   if (!hold.ok()) return hold.status();
+  if (auto s = CheckCommittable(**hold); !s.ok()) return s;
   CloseHold(b, **hold, inventory::v1::RESERVATION_STATE_COMMITTED,
             events::v1::STOCK_CHANGE_CAUSE_COMMIT, "order paid", nullptr);
   order.set_payment_reference(r.payment_reference());

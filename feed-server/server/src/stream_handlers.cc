@@ -81,7 +81,6 @@ class WatchStockReactor final : public grpc::ServerWriteReactor<StockUpdate>,
   WatchStockReactor(const ServiceContext& sc, grpc::CallbackServerContext* ctx,
                     const inventory::v1::WatchStockRequest& request)
       : sc_(sc),
-        ctx_(ctx),
         record_(sc.metrics, sc.config->log_rpcs, "inventory.v1.InventoryService/WatchStock",
                 sc.config->log_rpcs ? ctx->peer() : ""),
         queue_(static_cast<size_t>(sc.config->stream_max_queued_levels)) {
@@ -267,7 +266,6 @@ class WatchStockReactor final : public grpc::ServerWriteReactor<StockUpdate>,
   }
 
   const ServiceContext sc_;
-  grpc::CallbackServerContext* ctx_;
   CallRecord record_;
   StockFilter filter_;
   std::vector<StockKey> filter_keys_;
@@ -295,7 +293,6 @@ class FeedReactor final
  public:
   FeedReactor(const ServiceContext& sc, grpc::CallbackServerContext* ctx)
       : sc_(sc),
-        ctx_(ctx),
         record_(sc.metrics, sc.config->log_rpcs, "inventory.v1.InventoryService/Feed",
                 sc.config->log_rpcs ? ctx->peer() : ""),
         updates_(static_cast<size_t>(sc.config->stream_max_queued_levels)) {
@@ -612,7 +609,6 @@ class FeedReactor final
   }
 
   const ServiceContext sc_;
-  grpc::CallbackServerContext* ctx_;
   CallRecord record_;
   bool subscribed_ = false;
   bool registered_ = false;
