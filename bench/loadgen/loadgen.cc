@@ -234,6 +234,7 @@ struct Options {
 
   int subscribers = 1000;
   std::string watch_filter = "sku";  // sku | all
+  int subscriber_channels = 0;       // 0: one per 500 subscribers
   double connect_timeout_s = 15;
 
   int server_pid = 0;     // > 0: also report the server's CPU and the machine's (from /proc)
@@ -309,6 +310,11 @@ struct Shared {
   std::vector<std::unique_ptr<Echo::Stub>> echo;
   std::vector<std::unique_ptr<InventoryService::Stub>> inventory;
   std::vector<std::unique_ptr<OrderService::Stub>> orders;
+  // WatchStock subscribers use channels of their own: the server allows
+  // --max-concurrent-streams (default 1000) streams per connection, beyond which the client
+  // would queue them.
+  std::vector<std::shared_ptr<grpc::Channel>> sub_channels;
+  std::vector<std::unique_ptr<InventoryService::Stub>> sub_inventory;
   uint64_t seed_sequence = 0;
 
   // Set once by main when the timed run starts (steady clock, ns since its epoch).
@@ -915,8 +921,8 @@ void Worker::Run() {
       } else {
         req.add_keys()->set_sku(sh_->skus[static_cast<size_t>(PickSku())]);
       }
-      subs_.push_back(
-          std::make_unique<WatchSub>(this, sh_->inventory[static_cast<size_t>(j) % nch].get()));
+      subs_.push_back(std::make_unique<WatchSub>(
+          this, sh_->sub_inventory[static_cast<size_t>(j) % sh_->sub_inventory.size()].get()));
       subs_.back()->Start(req);
     }
   }
@@ -1131,6 +1137,9 @@ int main(int argc, char** argv) {
   app.add_option("--subscribers", o.subscribers, "watch: WatchStock streams")->capture_default_str();
   app.add_option("--watch-filter", o.watch_filter, "watch: sku (one SKU each) | all")
       ->capture_default_str();
+  app.add_option("--subscriber-channels", o.subscriber_channels,
+                 "watch: channels (connections) for the subscribers (0: one per 500)")
+      ->capture_default_str();
   app.add_option("--connect-timeout-s", o.connect_timeout_s,
                  "connecting channels / watch subscribers")
       ->capture_default_str();
@@ -1177,6 +1186,7 @@ int main(int argc, char** argv) {
   if (o.streams < 1 || o.inflight < 1) return fail("--streams and --inflight must be >= 1");
   if (o.subscribers < 0 || o.subscribers > 100000) return fail("--subscribers must be in [0, 100000]");
   if (o.watch_filter != "sku" && o.watch_filter != "all") return fail("--watch-filter must be sku or all");
+  if (o.subscriber_channels < 0 || o.subscriber_channels > 1024) return fail("--subscriber-channels must be in [0, 1024]");
   if (o.order_items < 1 || o.order_items > 100) return fail("--order-items must be in [1, 100]");
   if (o.payload_bytes < 0 || o.payload_bytes > (1 << 20)) return fail("--payload-bytes must be in [0, 1 MiB]");
   if (o.seed_concurrency < 1) return fail("--seed-concurrency must be >= 1");
@@ -1197,20 +1207,34 @@ int main(int argc, char** argv) {
   }
 
   FILE* report = opt.json ? stderr : stdout;
-  for (int i = 0; i < opt.channels; ++i) {
+  auto connect = [&](int id) -> std::shared_ptr<grpc::Channel> {
     grpc::ChannelArguments args;
-    args.SetInt("loadgen.channel", i);  // distinct args: a connection of its own
+    args.SetInt("loadgen.channel", id);  // distinct args: a connection of its own
     args.SetMaxReceiveMessageSize(64 << 20);
     auto ch = grpc::CreateCustomChannel(opt.target, grpc::InsecureChannelCredentials(), args);
     if (!ch->WaitForConnected(std::chrono::system_clock::now() +
                               duration_cast<std::chrono::system_clock::duration>(
                                   std::chrono::duration<double>(opt.connect_timeout_s)))) {
-      return fail("cannot connect to " + opt.target);
+      return nullptr;
     }
+    return ch;
+  };
+  for (int i = 0; i < opt.channels; ++i) {
+    auto ch = connect(i);
+    if (!ch) return fail("cannot connect to " + opt.target);
     sh.channels.push_back(ch);
     sh.echo.push_back(Echo::NewStub(ch));
     sh.inventory.push_back(InventoryService::NewStub(ch));
     sh.orders.push_back(OrderService::NewStub(ch));
+  }
+  if (opt.scenario == Scenario::kWatch && opt.subscribers > 0) {
+    int n = opt.subscriber_channels > 0 ? opt.subscriber_channels : (opt.subscribers + 499) / 500;
+    for (int i = 0; i < n; ++i) {
+      auto ch = connect(opt.channels + i);
+      if (!ch) return fail("cannot connect to " + opt.target);
+      sh.sub_channels.push_back(ch);
+      sh.sub_inventory.push_back(InventoryService::NewStub(ch));
+    }
   }
 
   nlohmann::json seed_json = nullptr;

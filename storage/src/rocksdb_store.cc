@@ -9,6 +9,7 @@
 #include "rocksdb/table.h"
 #include "rocksdb/utilities/options_util.h"
 #include "rocksdb/write_batch.h"
+#include "rocksdb/write_buffer_manager.h"
 #include "power_loss_fs.h"
 #include "rocksdb/env.h"
 #include "spdlog/spdlog.h"
@@ -143,6 +144,8 @@ class RocksDbStore : public Store {
     // Group commit is ours (one WriteBatch per writer batch); pipelined writes help the
     // relay's bookkeeping writes overlap with the writer's.
     db_options.enable_pipelined_write = true;
+    db_options.write_buffer_manager =
+        std::make_shared<rocksdb::WriteBufferManager>(options_.memtable_budget_bytes);
     if (options_.simulate_power_loss) {
       power_loss_env_ = rocksdb::NewCompositeEnv(
           internal::NewPowerLossFileSystem(rocksdb::FileSystem::Default()));
@@ -156,7 +159,7 @@ class RocksDbStore : public Store {
     std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
     for (int i = 0; i < kTableCount; ++i) {
       rocksdb::ColumnFamilyOptions cf_options;
-      cf_options.OptimizeLevelStyleCompaction(32u << 20);
+      cf_options.OptimizeLevelStyleCompaction(options_.memtable_budget_bytes);
       cf_options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table_options));
       if (static_cast<Table>(i) == Table::kIdempotency) {
         cf_options.compaction_filter = filter_.get();

@@ -263,6 +263,11 @@ class WatchStockReactor final : public grpc::ServerWriteReactor<StockUpdate>,
     finished_ = true;
     record_.Finish(status);
     Finish(status);
+    // A stalled client may keep the call open long after this: free what it will never get.
+    sc_.metrics->QueuedUpdates(-static_cast<int64_t>(queue_.size()));
+    queue_ = ConflatingQueue(static_cast<size_t>(sc_.config->stream_max_queued_levels));
+    snapshot_.reset();
+    snapshot_rows_.clear();
   }
 
   const ServiceContext sc_;
@@ -606,6 +611,9 @@ class FeedReactor final
     finished_ = true;
     record_.Finish(status);
     Finish(status);
+    sc_.metrics->QueuedUpdates(-static_cast<int64_t>(updates_.size()));
+    updates_ = ConflatingQueue(static_cast<size_t>(sc_.config->stream_max_queued_levels));
+    results_.clear();
   }
 
   const ServiceContext sc_;

@@ -16,6 +16,9 @@ struct RocksDbOptions {
   int64_t idempotency_retention_ms = 24LL * 3600 * 1000;
   // Block cache for reads (GetStock, snapshots).
   size_t block_cache_bytes = 64u << 20;
+  // All memtables of all tables together (a shared WriteBufferManager): bounds the memory
+  // that writes take before they are flushed, e.g. while the outbox grows during an outage.
+  size_t memtable_budget_bytes = 32u << 20;
   // Background compaction and flush threads.
   int background_threads = 2;
   // Testing only: keep every byte written since a file's last sync in process memory, so
