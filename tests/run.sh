@@ -24,7 +24,7 @@ cmake --build "$BUILD" -j2
 
 # Tests of the bridge and the end-to-end tests need a real broker.
 compose/kafka.sh start >/dev/null
-trap 'compose/kafka.sh stop >/dev/null 2>&1 || true' EXIT
+trap '"$REPO/compose/kafka.sh" stop >/dev/null 2>&1 || true' EXIT
 
 cd "$BUILD"
 # shellcheck disable=SC2086
