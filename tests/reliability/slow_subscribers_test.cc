@@ -63,6 +63,19 @@ TEST(SlowSubscribers, StalledReadersAreEndedAndMemoryStaysFlat) {
   argv.push_back(nullptr);
   pid_t server = 0;
   ASSERT_EQ(posix_spawn(&server, argv[0], nullptr, nullptr, argv.data(), environ), 0);
+  // An early ASSERT return must not leave the server running.
+  struct KillOnExit {
+    pid_t& pid;
+    std::string dir;
+    ~KillOnExit() {
+      if (pid > 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, nullptr, 0);
+      }
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  } guard{server, dir};
   auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
   ASSERT_TRUE(channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10)));
   auto stub = inv::InventoryService::NewStub(channel);
@@ -165,7 +178,7 @@ TEST(SlowSubscribers, StalledReadersAreEndedAndMemoryStaysFlat) {
   kill(server, SIGTERM);
   int status = 0;
   waitpid(server, &status, 0);
-  std::filesystem::remove_all(dir);
+  server = 0;
 
   std::sort(lags.begin(), lags.end());
   int64_t p99 = lags.empty() ? -1 : lags[lags.size() * 99 / 100];
