@@ -164,6 +164,14 @@ class RocksDbStore : public Store {
       if (static_cast<Table>(i) == Table::kIdempotency) {
         cf_options.compaction_filter = filter_.get();
       }
+      // Every new idempotency key and client reservation id is looked up first and is
+      // almost always absent: a memtable bloom filter answers those misses without walking
+      // the skiplist.
+      if (static_cast<Table>(i) == Table::kIdempotency ||
+          static_cast<Table>(i) == Table::kReservations) {
+        cf_options.memtable_prefix_bloom_size_ratio = 0.05;
+        cf_options.memtable_whole_key_filtering = true;
+      }
       std::string name = i == 0 ? rocksdb::kDefaultColumnFamilyName
                                 : std::string(TableName(static_cast<Table>(i)));
       descriptors.emplace_back(name, cf_options);

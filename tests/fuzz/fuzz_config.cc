@@ -52,7 +52,8 @@ void CheckConfig(const server::ServerConfig& c) {
              StrCat(c.core.limits.max_id_length));
   FUZZ_CHECK(c.core.limits.max_quantity >= 1, StrCat(c.core.limits.max_quantity));
   FUZZ_CHECK(c.max_receive_message_bytes >= 1024, StrCat(c.max_receive_message_bytes));
-  FUZZ_CHECK(c.server_threads >= 0 && c.server_threads <= 256, StrCat(c.server_threads));
+  FUZZ_CHECK(c.handshake_timeout_ms >= 100 && c.handshake_timeout_ms <= 600000,
+             StrCat(c.handshake_timeout_ms));
   FUZZ_CHECK(c.kafka.partitions >= 1, StrCat(c.kafka.partitions));
   FUZZ_CHECK(c.kafka.value_format == "protobuf" || c.kafka.value_format == "json",
              c.kafka.value_format);

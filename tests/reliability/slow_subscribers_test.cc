@@ -4,23 +4,16 @@
 // stream is ended with RESOURCE_EXHAUSTED, and the live readers' update lag has p99 < 200 ms.
 //
 // SLOW_SUBSCRIBER_SECONDS sets the length (default 20; the long run is 600).
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <filesystem>
-#include <fstream>
 #include <mutex>
 #include <thread>
 
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "inventory/v1/inventory.grpc.pb.h"
-
-extern char** environ;
+#include "reliability/server_process.h"
 
 namespace feed {
 namespace {
@@ -33,49 +26,15 @@ int64_t NowMs() {
       .count();
 }
 
-long RssKb(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
-  }
-  return 0;
-}
-
 TEST(SlowSubscribers, StalledReadersAreEndedAndMemoryStaysFlat) {
   const int seconds = std::getenv("SLOW_SUBSCRIBER_SECONDS")
                           ? std::atoi(std::getenv("SLOW_SUBSCRIBER_SECONDS"))
                           : 20;
-  char tmpl[] = "/tmp/feed-slow-XXXXXX";
-  std::string dir = mkdtemp(tmpl);
-  const int port = 20000 + static_cast<int>(getpid() % 20000);
-  const std::string address = "127.0.0.1:" + std::to_string(port);
-  std::vector<std::string> args = {FEED_SERVER_PATH,
-                                   "--listen", address,
-                                   "--data-dir", dir + "/data",
-                                   "--metrics-listen", "",
-                                   "--log-rpcs", "false",
-                                   "--durability", "async",
-                                   "--stream-max-queued-levels", "1000",
-                                   "--stream-stall-timeout-ms", "5000"};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t server = 0;
-  ASSERT_EQ(posix_spawn(&server, argv[0], nullptr, nullptr, argv.data(), environ), 0);
-  // An early ASSERT return must not leave the server running.
-  struct KillOnExit {
-    pid_t& pid;
-    std::string dir;
-    ~KillOnExit() {
-      if (pid > 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, nullptr, 0);
-      }
-      std::error_code ec;
-      std::filesystem::remove_all(dir, ec);
-    }
-  } guard{server, dir};
+  testing::ServerProcess server(FEED_SERVER_PATH, {"--durability", "async",
+                                                   "--stream-max-queued-levels", "1000",
+                                                   "--stream-stall-timeout-ms", "5000"});
+  ASSERT_TRUE(server.started());
+  const std::string& address = server.address();
   auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
   ASSERT_TRUE(channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10)));
   auto stub = inv::InventoryService::NewStub(channel);
@@ -134,7 +93,7 @@ TEST(SlowSubscribers, StalledReadersAreEndedAndMemoryStaysFlat) {
     });
   }
   std::this_thread::sleep_for(std::chrono::seconds(2));
-  const long baseline_kb = RssKb(server);
+  const long baseline_kb = server.RssKb();
 
   // 2,000 updates/s for `seconds`, paced, from 4 threads.
   long peak_kb = baseline_kb;
@@ -159,10 +118,10 @@ TEST(SlowSubscribers, StalledReadersAreEndedAndMemoryStaysFlat) {
   }
   while (std::chrono::steady_clock::now() - start < std::chrono::seconds(seconds)) {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
-    peak_kb = std::max(peak_kb, RssKb(server));
+    peak_kb = std::max(peak_kb, server.RssKb());
   }
   for (auto& t : writers) t.join();
-  peak_kb = std::max(peak_kb, RssKb(server));
+  peak_kb = std::max(peak_kb, server.RssKb());
 
   // Every stalled stream was ended by the server: draining it yields RESOURCE_EXHAUSTED.
   int exhausted = 0;
@@ -175,10 +134,7 @@ TEST(SlowSubscribers, StalledReadersAreEndedAndMemoryStaysFlat) {
   }
   for (auto& c : live_ctx) c->TryCancel();
   for (auto& t : live) t.join();
-  kill(server, SIGTERM);
-  int status = 0;
-  waitpid(server, &status, 0);
-  server = 0;
+  const int status = server.Stop();
 
   std::sort(lags.begin(), lags.end());
   int64_t p99 = lags.empty() ? -1 : lags[lags.size() * 99 / 100];

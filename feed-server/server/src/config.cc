@@ -116,13 +116,14 @@ absl::StatusOr<ParseResult> ParseServerConfig(int argc, char** argv) {
                      "close connections idle this long (0 = never)")
           ->check(CLI::Range(int64_t{0}, int64_t{86400000})),
       "FEED_MAX_CONNECTION_IDLE_MS");
+  env(app.add_option("--handshake-timeout-ms", c.handshake_timeout_ms,
+                     "close connections that do not finish the HTTP/2 handshake in this time")
+          ->check(CLI::Range(int64_t{100}, int64_t{600000})),
+      "FEED_HANDSHAKE_TIMEOUT_MS");
   env(app.add_option("--shutdown-grace-ms", c.shutdown_grace_ms,
                      "time in-flight calls get to finish on SIGTERM")
           ->check(CLI::Range(int64_t{0}, int64_t{600000})),
       "FEED_SHUTDOWN_GRACE_MS");
-  env(app.add_option("--server-threads", c.server_threads, "gRPC server threads (0 = default)")
-          ->check(CLI::Range(0, 256)),
-      "FEED_SERVER_THREADS");
 
   auto& k = c.kafka;
   std::vector<std::string> kafka_properties;

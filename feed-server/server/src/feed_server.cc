@@ -139,10 +139,8 @@ absl::Status FeedServer::Impl::Start() {
     builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
                                static_cast<int>(config_.max_connection_idle_ms));
   }
-  if (config_.server_threads > 0) {
-    builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::NUM_CQS,
-                                config_.server_threads);
-  }
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
+                             static_cast<int>(config_.handshake_timeout_ms));
   server_ = builder.BuildAndStart();
   if (!server_ || port == 0) {
     return absl::UnavailableError(StrCat("cannot listen on ", config_.listen,

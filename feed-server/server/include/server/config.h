@@ -60,9 +60,10 @@ struct ServerConfig {
   // Clients pinging more often than this without data get GOAWAY (ping-flood protection).
   int64_t keepalive_min_client_ping_interval_ms = 10000;
   int64_t max_connection_idle_ms = 0;  // 0 = never close idle connections
+  // A connection that has not completed the HTTP/2 handshake in this time is closed
+  // (gRPC's own default is 120 s, long enough for a slowloris to hold thousands of fds).
+  int64_t handshake_timeout_ms = 10000;
   int64_t shutdown_grace_ms = 10000;
-  // Completion-queue / callback threads (0 = gRPC default).
-  int server_threads = 0;
 
   KafkaConfig kafka;
 };
