@@ -230,6 +230,7 @@ struct Options {
 
   int streams = 4;
   int inflight = 256;
+  int feed_batch = 1;  // commands per Feed message (FeedRequest.more)
   bool feed_lease = false;
 
   int subscribers = 1000;
@@ -504,7 +505,9 @@ class FeedStream {
   }
 
  private:
-  void EnqueueLocked(TimePoint intended) {
+  // `write`: start writing now (false while a batch of results is being handled; the
+  // caller writes once after it).
+  void EnqueueLocked(TimePoint intended, bool write = true) {
     uint64_t id = next_id_++;
     inventory::v1::FeedRequest req;
     req.set_request_id(std::to_string(id));
@@ -513,16 +516,26 @@ class FeedStream {
     r->set_lease_to_stream(w_->shared()->opt.feed_lease);
     queue_.emplace_back(id, std::move(req));
     outstanding_.emplace(id, Pending{intended, intended});
-    MaybeWriteLocked();
+    if (write) MaybeWriteLocked();
   }
 
   void MaybeWriteLocked() {
     if (!started_ || writing_ || read_failed_ || writes_done_) return;
     if (!queue_.empty()) {
-      auto& [id, req] = queue_.front();
-      if (auto it = outstanding_.find(id); it != outstanding_.end()) it->second.sent = Clock::now();
-      write_req_ = std::move(req);
-      queue_.pop_front();
+      // Everything queued while the previous write was in flight, up to --feed-batch
+      // commands, goes in one message: the first, then FeedRequest.more.
+      const auto now = Clock::now();
+      const int batch = w_->shared()->opt.feed_batch;
+      for (int n = 0; n < batch && !queue_.empty(); ++n) {
+        auto& [id, req] = queue_.front();
+        if (auto it = outstanding_.find(id); it != outstanding_.end()) it->second.sent = now;
+        if (n == 0) {
+          write_req_ = std::move(req);
+        } else {
+          *write_req_.add_more() = std::move(req);
+        }
+        queue_.pop_front();
+      }
       writing_ = true;
       w_->OpStarted();
       rw_->Write(write_req_, &write_tag_);
@@ -562,24 +575,28 @@ class FeedStream {
       FinishLocked();
       return;
     }
-    if (!resp_.request_id().empty()) {
-      uint64_t id = 0;
-      const std::string& s = resp_.request_id();
-      auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), id);
-      auto it = ec == std::errc() ? outstanding_.find(id) : outstanding_.end();
-      if (it == outstanding_.end()) {
-        ++w_->stats().feed_unmatched;
-      } else {
-        Pending pending = it->second;
-        outstanding_.erase(it);
-        if (w_->OnFeedResult(pending.intended, pending.sent, resp_.code()) && !closing_) {
-          EnqueueLocked(Clock::now());  // closed loop: the next command at once
-        }
-      }
-    }
+    OnResultLocked(resp_);
+    for (const auto& more : resp_.more()) OnResultLocked(more);
     MaybeWriteLocked();
     w_->OpStarted();
     rw_->Read(&resp_, &read_tag_);
+  }
+
+  void OnResultLocked(const inventory::v1::FeedResponse& r) {
+    if (r.request_id().empty()) return;  // a stock update
+    uint64_t id = 0;
+    const std::string& s = r.request_id();
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), id);
+    auto it = ec == std::errc() ? outstanding_.find(id) : outstanding_.end();
+    if (it == outstanding_.end()) {
+      ++w_->stats().feed_unmatched;
+      return;
+    }
+    Pending pending = it->second;
+    outstanding_.erase(it);
+    if (w_->OnFeedResult(pending.intended, pending.sent, r.code()) && !closing_) {
+      EnqueueLocked(Clock::now(), false);  // closed loop: the next command at once
+    }
   }
 
   void FinishLocked() {
@@ -1133,6 +1150,10 @@ int main(int argc, char** argv) {
   app.add_option("--payload-bytes", o.payload_bytes, "echo: request value size")->capture_default_str();
   app.add_option("--streams", o.streams, "feed: Feed streams")->capture_default_str();
   app.add_option("--inflight", o.inflight, "feed: commands outstanding per stream")->capture_default_str();
+  app.add_option("--feed-batch", o.feed_batch,
+                 "feed: at most this many commands per message (FeedRequest.more)")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
   app.add_option("--feed-lease", o.feed_lease, "feed: lease holds to the stream")->capture_default_str();
   app.add_option("--subscribers", o.subscribers, "watch: WatchStock streams")->capture_default_str();
   app.add_option("--watch-filter", o.watch_filter, "watch: sku (one SKU each) | all")
@@ -1408,6 +1429,7 @@ int main(int argc, char** argv) {
       j["rate"] = opt.rate;
     } else if (opt.scenario == Scenario::kFeed) {
       j["in_flight"] = opt.streams * opt.inflight;
+      j["feed_batch"] = opt.feed_batch;
     } else {
       j["concurrency"] = opt.concurrency;
     }

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <future>
 #include <thread>
@@ -534,6 +535,98 @@ TEST_F(GrpcTest, FeedCarriesCommandsResultsAndLiveUpdates) {
   EXPECT_TRUE(heartbeat_acked);
   EXPECT_TRUE(stream->Finish().ok());
   EXPECT_EQ(Level("f-1").on_hand(), 6);
+}
+
+TEST_F(GrpcTest, FeedBatchesCommandsAndResultsInOneMessage) {
+  Adjust("fb-1", 100);
+  auto ctx = Ctx(10000);
+  auto stream = stub_->Feed(ctx.get());
+  // One message: 200 reserves of 1 unit, an invalid one, a nested batch, a heartbeat.
+  inv::FeedRequest batch;
+  auto reserve = [](inv::FeedRequest* r, const std::string& id, int64_t qty) {
+    r->set_request_id(id);
+    auto* line = r->mutable_reserve()->mutable_request()->add_lines();
+    line->set_sku("fb-1");
+    line->set_quantity(qty);
+  };
+  reserve(&batch, "r0", 1);
+  for (int i = 1; i < 200; ++i) reserve(batch.add_more(), "r" + std::to_string(i), 1);
+  reserve(batch.add_more(), "bad", 0);
+  auto* nested = batch.add_more();
+  reserve(nested, "nested", 1);
+  reserve(nested->add_more(), "nested-inner", 1);
+  auto* hb = batch.add_more();
+  hb->set_request_id("hb");
+  hb->mutable_heartbeat();
+  ASSERT_TRUE(stream->Write(batch));
+  ASSERT_TRUE(stream->WritesDone());
+
+  std::map<std::string, inv::FeedResponse> results;
+  int messages = 0;
+  inv::FeedResponse resp;
+  while (stream->Read(&resp)) {
+    if (resp.has_stock_update()) continue;
+    ++messages;
+    std::vector<inv::FeedResponse> all{resp};
+    all.insert(all.end(), resp.more().begin(), resp.more().end());
+    for (auto& r : all) {
+      EXPECT_TRUE(results.emplace(r.request_id(), r).second) << "two results for " << r.request_id();
+    }
+  }
+  EXPECT_TRUE(stream->Finish().ok());
+  // Exactly one result per command, none for the inner command of the refused nested batch.
+  ASSERT_EQ(results.size(), 203u);
+  // 100 units for 200 one-unit reserves, in order: the first 100 held, the rest sold out.
+  for (int i = 0; i < 200; ++i) {
+    const auto& r = results["r" + std::to_string(i)];
+    if (i < 100) {
+      EXPECT_EQ(r.code(), 0) << i << ": " << r.message();
+      EXPECT_EQ(r.reserve().reservation().state(), inv::RESERVATION_STATE_HELD);
+    } else {
+      EXPECT_EQ(r.code(), static_cast<int>(grpc::StatusCode::FAILED_PRECONDITION)) << i;
+    }
+  }
+  EXPECT_EQ(results["bad"].code(), static_cast<int>(grpc::StatusCode::INVALID_ARGUMENT));
+  EXPECT_THAT(results["bad"].message(), HasSubstr("lines[0].quantity"));
+  EXPECT_EQ(results["nested"].code(), static_cast<int>(grpc::StatusCode::INVALID_ARGUMENT));
+  EXPECT_THAT(results["nested"].message(), HasSubstr("more"));
+  EXPECT_EQ(results.count("nested-inner"), 0u);
+  EXPECT_EQ(results["hb"].code(), 0);
+  // A batching client gets its results packed: far fewer messages than results.
+  EXPECT_LT(messages, 100) << "results were not packed";
+  EXPECT_EQ(Level("fb-1").reserved(), 100);
+}
+
+TEST_F(GrpcTest, FeedRefusesAMessageWithMoreCommandsThanTheLimit) {
+  const int limit = config_.feed_max_inflight_commands;
+  auto ctx = Ctx(10000);
+  auto stream = stub_->Feed(ctx.get());
+  inv::FeedRequest batch;
+  batch.set_request_id("h0");
+  batch.mutable_heartbeat();
+  for (int i = 1; i <= limit; ++i) {
+    auto* m = batch.add_more();
+    m->set_request_id("h" + std::to_string(i));
+    m->mutable_heartbeat();
+  }
+  ASSERT_TRUE(stream->Write(batch));
+  ASSERT_TRUE(stream->WritesDone());
+  int refused = 0, total = 0;
+  inv::FeedResponse resp;
+  while (stream->Read(&resp)) {
+    std::vector<inv::FeedResponse> all{resp};
+    all.insert(all.end(), resp.more().begin(), resp.more().end());
+    for (auto& r : all) {
+      ++total;
+      if (r.code() == static_cast<int>(grpc::StatusCode::INVALID_ARGUMENT) &&
+          r.message().find("more:") != std::string::npos) {
+        ++refused;
+      }
+    }
+  }
+  EXPECT_TRUE(stream->Finish().ok());
+  EXPECT_EQ(total, limit + 1);
+  EXPECT_EQ(refused, limit + 1);
 }
 
 TEST_F(GrpcTest, LeasedHoldIsReleasedWhenTheFeedStreamGoesAway) {

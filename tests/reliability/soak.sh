@@ -9,7 +9,8 @@
 # and after each slice records throughput, p50/p99 latency, errors, the server's resident
 # memory, open file descriptors and the outbox depth. Checks at the end:
 #   - no call failed (sold out is an answer, not an error);
-#   - memory, fds and p99 of the last slice against the first (warmed-up) slice: RSS within
+#   - memory, fds (RocksDB's open .sst files counted apart: they follow flushes and
+#     compactions) and p99 of the last slice against the first (warmed-up) slice: RSS within
 #     +64 MB, fds within +16, Reserve p99 within 3x + 10 ms;
 #   - the relay drained the outbox to 0 after the load.
 # The table is printed and written to SOAK_REPORT (default: $WORK/soak.md, printed path).
@@ -88,10 +89,11 @@ for i in $(seq 1 "$SLICES"); do
   LOADS=()
   kill -0 "$PID" 2>/dev/null || { log "the server died"; tail -20 "$WORK/server.log" >&2; exit 1; }
   rss_kb="$(awk '/VmRSS/ {print $2}' "/proc/$PID/status")"
-  fds="$(ls "/proc/$PID/fd" | wc -l)"
-  echo "$i $rss_kb $fds $(outbox_depth)" >>"$WORK/samples.txt"
+  fds="$(ls -l "/proc/$PID/fd" | grep -vc '\.sst$' || true)"
+  ssts="$(ls -l "/proc/$PID/fd" | grep -c '\.sst$' || true)"
+  echo "$i $rss_kb $fds $ssts $(outbox_depth)" >>"$WORK/samples.txt"
   ls -l "/proc/$PID/fd" | awk '{print $NF}' | sed 's/[0-9]\+/N/g' | sort | uniq -c >"$WORK/fds-$i.txt"
-  log "slice $i/$SLICES: RSS $((rss_kb / 1024)) MB, fds $fds"
+  log "slice $i/$SLICES: RSS $((rss_kb / 1024)) MB, fds $fds + $ssts RocksDB table files"
 done
 
 # The relay must drain what the load committed.
@@ -110,19 +112,19 @@ import json, sys
 work, slices, slice_s, depth, report = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
 samples = {}
 for line in open(f"{work}/samples.txt"):
-    i, rss, fds, outbox = line.split()
-    samples[int(i)] = (int(rss), int(fds), outbox)
+    i, rss, fds, ssts, outbox = line.split()
+    samples[int(i)] = (int(rss), int(fds), int(ssts), outbox)
 rows, failures, first = [], [], None
 for i in range(1, slices + 1):
     r = json.load(open(f"{work}/reserve-{i}.json"))
     o = json.load(open(f"{work}/order-{i}.json"))
     w = json.load(open(f"{work}/watch-{i}.json"))
-    rss, fds, outbox = samples[i]
+    rss, fds, ssts, outbox = samples[i]
     p99 = r["latency_us"]["p99"] / 1000
     row = dict(i=i, rps=r["throughput"], p50=r["latency_us"]["p50"] / 1000, p99=p99,
                ops=o["throughput"], op99=o["latency_us"]["p99"] / 1000,
                wlag=(w.get("watch") or {}).get("lag_us", {}).get("p99", 0) / 1000,
-               errors=r["errors"] + o["errors"] + w["errors"], rss=rss // 1024, fds=fds,
+               errors=r["errors"] + o["errors"] + w["errors"], rss=rss // 1024, fds=fds, ssts=ssts,
                outbox=outbox, cpu=r.get("server_cpu_cores"))
     rows.append(row)
     if row["errors"]:
@@ -140,10 +142,10 @@ if depth != "0":
 with open(report, "w") as f:
     f.write(f"Soak: {slices} slices of {slice_s} s (sync durability, Kafka relay on)\n\n")
     f.write("| slice | Reserve/s | p50 ms | p99 ms | CreateOrder/s | p99 ms | watch lag p99 ms "
-            "| errors | RSS MB | fds | outbox | server cores |\n|" + "---|" * 12 + "\n")
+            "| errors | RSS MB | fds (+ .sst) | outbox | server cores |\n|" + "---|" * 12 + "\n")
     for r in rows:
         f.write(f"| {r['i']} | {r['rps']:,.0f} | {r['p50']:.2f} | {r['p99']:.2f} | {r['ops']:,.0f} "
-                f"| {r['op99']:.2f} | {r['wlag']:.1f} | {r['errors']} | {r['rss']} | {r['fds']} "
+                f"| {r['op99']:.2f} | {r['wlag']:.1f} | {r['errors']} | {r['rss']} | {r['fds']} (+{r['ssts']}) "
                 f"| {r['outbox']} | {r['cpu']} |\n")
     f.write(f"\nOutbox after the load: {depth}. Verdict: "
             + ("held" if not failures else "FAILED: " + "; ".join(failures)) + "\n")

@@ -1768,6 +1768,38 @@ TEST_F(CoreTest, ChangeFeedDeliversCommittedEventsInOrder) {
   EXPECT_EQ(rec.events().size(), n);
 }
 
+TEST_F(CoreTest, ChangeFeedKeyedListenersGetOnlyTheirKeysInOrder) {
+  Recorder all, a_and_c, only_b;
+  core_->change_feed().Subscribe(&all, UINT64_MAX);
+  core_->change_feed().Subscribe(&a_and_c, UINT64_MAX, {"sku-c", "sku-a", "sku-a"});
+  core_->change_feed().Subscribe(&only_b, UINT64_MAX, {"sku-b"});
+  EXPECT_EQ(core_->change_feed().listeners(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    for (const char* sku : {"sku-a", "sku-b", "sku-c", "sku-d"}) ASSERT_OK(Adjust(sku, i + 1));
+  }
+  ASSERT_TRUE(all.WaitFor(12));
+  ASSERT_TRUE(a_and_c.WaitFor(6));
+  ASSERT_TRUE(only_b.WaitFor(3));
+  core_->change_feed().Unsubscribe(&a_and_c);
+  // After Unsubscribe a keyed listener gets nothing more; the others go on.
+  ASSERT_OK(Adjust("sku-a", 9));
+  ASSERT_OK(Adjust("sku-b", 9));
+  ASSERT_TRUE(all.WaitFor(14));
+  ASSERT_TRUE(only_b.WaitFor(4));
+  EXPECT_EQ(a_and_c.events().size(), 6u);
+  uint64_t last = 0;
+  for (const auto& e : a_and_c.events()) {
+    EXPECT_TRUE(e->key() == "sku-a" || e->key() == "sku-c") << e->key();
+    EXPECT_GT(e->sequence(), last);  // sequence order across its keys
+    last = e->sequence();
+  }
+  for (const auto& e : only_b.events()) EXPECT_EQ(e->key(), "sku-b");
+  EXPECT_EQ(only_b.events().size(), 4u);
+  core_->change_feed().Unsubscribe(&all);
+  core_->change_feed().Unsubscribe(&only_b);
+  EXPECT_EQ(core_->change_feed().listeners(), 0u);
+}
+
 TEST_F(CoreTest, ChangeFeedSubscribeReplaysRetainedEvents) {
   for (int i = 0; i < 6; ++i) ASSERT_OK(Adjust("sku-a", 1));
   WaitPublished(6);

@@ -4,7 +4,8 @@
 
 namespace feed::core {
 
-ChangeFeed::Attach ChangeFeed::Subscribe(ChangeListener* listener, uint64_t after_sequence) {
+ChangeFeed::Attach ChangeFeed::Subscribe(ChangeListener* listener, uint64_t after_sequence,
+                                         std::vector<std::string> keys) {
   std::lock_guard lock(mu_);
   Attach a;
   a.last_sequence = last_sequence_;
@@ -18,13 +19,29 @@ ChangeFeed::Attach ChangeFeed::Subscribe(ChangeListener* listener, uint64_t afte
       }
     }
   }
-  listeners_.push_back(listener);
+  if (keys.empty()) {
+    listeners_.push_back(listener);
+    return a;
+  }
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  for (const auto& k : keys) keyed_[k].push_back(listener);
+  keys_of_[listener] = std::move(keys);
   return a;
 }
 
 void ChangeFeed::Unsubscribe(ChangeListener* listener) {
   std::lock_guard lock(mu_);
   listeners_.erase(std::remove(listeners_.begin(), listeners_.end(), listener), listeners_.end());
+  auto it = keys_of_.find(listener);
+  if (it == keys_of_.end()) return;
+  for (const auto& k : it->second) {
+    auto entry = keyed_.find(k);
+    auto& v = entry->second;
+    v.erase(std::remove(v.begin(), v.end(), listener), v.end());
+    if (v.empty()) keyed_.erase(entry);
+  }
+  keys_of_.erase(it);
 }
 
 void ChangeFeed::Publish(const std::vector<EventPtr>& events) {
@@ -36,6 +53,17 @@ void ChangeFeed::Publish(const std::vector<EventPtr>& events) {
   }
   last_sequence_ = events.back()->sequence();
   for (ChangeListener* l : listeners_) l->OnEvents(events);
+  if (keyed_.empty()) return;
+  // Each keyed listener once, with its events in sequence order: the cost follows the
+  // matches, not events x listeners (10,000 one-SKU watchers would otherwise each look at
+  // every event).
+  absl::flat_hash_map<ChangeListener*, std::vector<EventPtr>> matched;
+  for (const auto& e : events) {
+    auto it = keyed_.find(e->key());
+    if (it == keyed_.end()) continue;
+    for (ChangeListener* l : it->second) matched[l].push_back(e);
+  }
+  for (auto& [l, mine] : matched) l->OnEvents(mine);
 }
 
 void ChangeFeed::Reset(uint64_t last_sequence) {
@@ -51,7 +79,7 @@ uint64_t ChangeFeed::last_sequence() const {
 
 size_t ChangeFeed::listeners() const {
   std::lock_guard lock(mu_);
-  return listeners_.size();
+  return listeners_.size() + keys_of_.size();
 }
 
 }  // namespace feed::core

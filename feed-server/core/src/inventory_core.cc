@@ -5,6 +5,7 @@
 // WriteBatch and one WAL sync (group commit). Reads never come here: they go to the store,
 // which only ever holds committed state.
 #include "core/inventory_core.h"
+#include "core/level_key.h"
 
 #include <algorithm>
 #include <condition_variable>
@@ -65,21 +66,6 @@ std::string_view ReservationStateName(inventory::v1::ReservationState s) {
     case inventory::v1::RESERVATION_STATE_EXPIRED: return "EXPIRED";
     default: return "UNSPECIFIED";
   }
-}
-
-// (sku, location) -> "sku\0location": sorts by SKU, so a SKU's locations are one prefix scan.
-std::string LevelKey(std::string_view sku, std::string_view location) {
-  std::string key;
-  key.reserve(sku.size() + 1 + location.size());
-  key.append(sku);
-  key.push_back('\0');
-  key.append(location);
-  return key;
-}
-
-std::pair<std::string_view, std::string_view> SplitLevelKey(std::string_view key) {
-  size_t zero = key.find('\0');
-  return {key.substr(0, zero), key.substr(zero + 1)};
 }
 
 // Stable across processes and builds (unlike std::hash or absl::Hash): FNV-1a, 64 bits.

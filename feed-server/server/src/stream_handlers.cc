@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "absl/container/flat_hash_set.h"
+#include "core/level_key.h"
 #include "core/strings.h"
 #include "core/validation.h"
 #include "server/grpc_status.h"
@@ -22,19 +23,13 @@ namespace {
 
 using inventory::v1::StockKey;
 using inventory::v1::StockLevel;
+using core::LevelKey;
 using inventory::v1::StockUpdate;
 
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
-}
-
-std::string LevelKey(std::string_view sku, std::string_view location) {
-  std::string key(sku);
-  key.push_back('\0');
-  key.append(location);
-  return key;
 }
 
 // Which levels a stream wants: exact (sku, location) pairs and whole SKUs.
@@ -145,6 +140,14 @@ class WatchStockReactor final : public grpc::ServerWriteReactor<StockUpdate>,
   }
 
  private:
+  // The SKUs the change feed should deliver to this stream: those of its keys, or none
+  // (= every event) when it watches everything.
+  static std::vector<std::string> WatchedSkus(const inventory::v1::WatchStockRequest& request) {
+    std::vector<std::string> skus;
+    for (const auto& k : request.keys()) skus.push_back(k.sku());
+    return skus;
+  }
+
   void Begin(const inventory::v1::WatchStockRequest& request) {
     if (auto s = core::ValidateStockKeys("keys", request.keys(), sc_.core->options()); !s.ok()) {
       std::lock_guard lock(mu_);
@@ -166,7 +169,8 @@ class WatchStockReactor final : public grpc::ServerWriteReactor<StockUpdate>,
     bool want_snapshot = request.resume_after_sequence() == 0;
     if (!want_snapshot) {
       // Attach with replay: retained events after the client's sequence, then live ones.
-      auto attach = sc_.core->change_feed().Subscribe(this, request.resume_after_sequence());
+      auto attach = sc_.core->change_feed().Subscribe(this, request.resume_after_sequence(),
+                                                      WatchedSkus(request));
       subscribed_ = true;
       std::lock_guard lock(mu_);
       if (attach.gap && !request.snapshot_on_gap()) {
@@ -191,7 +195,7 @@ class WatchStockReactor final : public grpc::ServerWriteReactor<StockUpdate>,
       // queued are filtered by min_sequence_ below.
       want_snapshot = true;
     } else {
-      sc_.core->change_feed().Subscribe(this, UINT64_MAX);
+      sc_.core->change_feed().Subscribe(this, UINT64_MAX, WatchedSkus(request));
       subscribed_ = true;
     }
     // Subscribed first, snapshot second: every change after the snapshot's sequence arrives
@@ -328,9 +332,10 @@ class FeedReactor final
     if (finished_) return;
     inventory::v1::FeedRequest request = std::move(request_);
     request_.Clear();
+    if (request.more_size() > 0) batched_client_ = true;
     lock.unlock();
     try {
-      Dispatch(std::move(request));
+      DispatchMessage(std::move(request));
     } catch (const std::exception& e) {
       spdlog::error("Feed: unexpected exception: {}", e.what());
       std::lock_guard relock(mu_);
@@ -418,6 +423,35 @@ class FeedReactor final
   }
 
  private:
+  // One message: its own command, then those in `more`, in order.
+  void DispatchMessage(inventory::v1::FeedRequest request) {
+    const size_t commands = 1 + static_cast<size_t>(request.more_size());
+    const auto limit = static_cast<size_t>(sc_.config->feed_max_inflight_commands);
+    if (commands > limit) {
+      // Every command still gets its one result, all the same error.
+      const absl::Status too_many = absl::InvalidArgumentError(
+          StrCat("more: ", commands, " commands in one message; at most ", limit,
+                 " (--feed-max-inflight)"));
+      std::lock_guard lock(mu_);
+      PushResultLocked(request.request_id(), too_many, {});
+      for (const auto& m : request.more()) PushResultLocked(m.request_id(), too_many, {});
+      return;
+    }
+    auto more = std::move(*request.mutable_more());
+    Dispatch(std::move(request));
+    for (auto& m : more) {
+      if (m.more_size() > 0) {
+        std::lock_guard lock(mu_);
+        PushResultLocked(m.request_id(),
+                         absl::InvalidArgumentError("more: a command inside `more` may not "
+                                                    "carry `more` itself"),
+                         {});
+        continue;
+      }
+      Dispatch(std::move(m));
+    }
+  }
+
   // Commands go to the core; their results come back on the writer thread.
   void Dispatch(inventory::v1::FeedRequest request) {
     const std::string id = request.request_id();
@@ -570,12 +604,17 @@ class FeedReactor final
     PumpLocked();
   }
 
-  // Results first (in order), then conflated stock updates.
+  // Results first (in order; packed into one message for a batching client), then
+  // conflated stock updates.
   void PumpLocked() {
     if (finished_ || writing_) return;
     if (!results_.empty()) {
       out_ = std::move(results_.front());
       results_.pop_front();
+      while (batched_client_ && !results_.empty() && out_.more_size() < kMaxResultsPerMessage) {
+        *out_.add_more() = std::move(results_.front());
+        results_.pop_front();
+      }
     } else if (auto u = updates_.Pop()) {
       out_.Clear();
       *out_.mutable_stock_update() = std::move(*u);
@@ -628,7 +667,11 @@ class FeedReactor final
   ConflatingQueue updates_;
   StockFilter filter_;
   absl::flat_hash_set<std::string> leases_;
+  // Results per message for a batching client: bounded so one write stays well under the
+  // client's default 4 MB receive limit even with large reservations.
+  static constexpr int kMaxResultsPerMessage = 255;
   int in_flight_commands_ = 0;
+  bool batched_client_ = false;  // it has sent FeedRequest.more: pack its results too
   bool reading_ = false;
   bool writing_ = false;
   bool half_closed_ = false;
@@ -664,7 +707,7 @@ class OrderUpdatesReactor final : public grpc::ServerWriteReactor<order::v1::Ord
     }
     registered_ = true;
     sc_.metrics->StreamOpened("order_updates");
-    sc_.core->change_feed().Subscribe(this, UINT64_MAX);
+    sc_.core->change_feed().Subscribe(this, UINT64_MAX, {order_id_});
     subscribed_ = true;
     auto order = sc_.core->GetOrder(order_id_);
     std::lock_guard lock(mu_);

@@ -1,13 +1,12 @@
 #include "server/update_queue.h"
 
+#include "core/level_key.h"
+
 namespace feed::server {
 
 bool ConflatingQueue::PushLevel(const inventory::v1::StockLevel& level, uint64_t sequence,
                                 inventory::v1::StockUpdate::Kind kind) {
-  std::string key;
-  key.reserve(level.sku().size() + 1 + level.location().size());
-  key.append(level.sku()).push_back('\0');
-  key.append(level.location());
+  std::string key = core::LevelKey(level.sku(), level.location());
   auto [it, inserted] = pending_.try_emplace(key);
   auto& update = it->second;
   if (inserted) {

@@ -6,7 +6,10 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
+
+#include "absl/container/flat_hash_map.h"
 
 #include "events/v1/events.pb.h"
 
@@ -39,7 +42,12 @@ class ChangeFeed {
   // Registers `listener` and returns, atomically with it, the retained events after
   // `after_sequence`: replay then live delivery has no gap and no duplicate.
   // after_sequence = UINT64_MAX attaches for live events only.
-  Attach Subscribe(ChangeListener* listener, uint64_t after_sequence);
+  // With `keys` (Event.key values: SKUs for stock events, order ids for order events) the
+  // listener gets only the live events of those keys, still in sequence order, and costs
+  // nothing on a publish that does not touch them; without, it gets every event. The
+  // replay is never filtered.
+  Attach Subscribe(ChangeListener* listener, uint64_t after_sequence,
+                   std::vector<std::string> keys = {});
   // After it returns, `listener` is never called again.
   void Unsubscribe(ChangeListener* listener);
   // Writer only.
@@ -53,7 +61,10 @@ class ChangeFeed {
  private:
   const size_t retention_;
   mutable std::mutex mu_;
-  std::vector<ChangeListener*> listeners_;
+  std::vector<ChangeListener*> listeners_;  // every event
+  // Keyed listeners: by key, and each one's keys (for Unsubscribe).
+  absl::flat_hash_map<std::string, std::vector<ChangeListener*>> keyed_;
+  absl::flat_hash_map<ChangeListener*, std::vector<std::string>> keys_of_;
   std::deque<EventPtr> retained_;
   uint64_t last_sequence_ = 0;
 };
