@@ -99,6 +99,8 @@ fi
 PID=$!
 wait_port "$PORT"
 load echo_closed --scenario echo --concurrency 64 --duration-s "$SECS" --warmup-s 3
+# The machine's latency floor for the open-loop bar: trivial gRPC at the same 15,000/s.
+load echo_open_15k --scenario echo --rate 15000 --duration-s "$SECS" --warmup-s 3
 stop
 
 # 3. The server, sync durability, relaying to a local Kafka broker.
@@ -115,7 +117,11 @@ load create_order_closed --scenario create-order --concurrency 64 --duration-s "
   "${COMMON[@]}" --seed false
 load reserve_open_15k --scenario reserve --rate 15000 --duration-s "$SECS" --warmup-s 3 \
   "${COMMON[@]}" --seed false
-load feed --scenario feed --streams 4 --inflight 256 --duration-s "$SECS" --warmup-s 3 \
+# Up to 256 commands per Feed message (FeedRequest.more), results packed the same way.
+load feed --scenario feed --streams 4 --inflight 256 --feed-batch 256 --duration-s "$SECS" \
+  --warmup-s 3 "${COMMON[@]}" --seed false
+# One command per message, for comparison.
+load feed_single --scenario feed --streams 4 --inflight 256 --duration-s "$SECS" --warmup-s 3 \
   "${COMMON[@]}" --seed false
 # The relay must have drained what the runs above committed.
 sleep 5
@@ -138,7 +144,18 @@ kill "$SAMPLER" 2>/dev/null || true
 SAMPLER=""
 stop
 
-# 4. WatchStock fan-out: 10,000 idle subscribers, server memory before and after.
+# 4. WatchStock fan-out: 10,000 idle subscribers (one change a second), server memory before
+#    and during; then 10,000 subscribers receiving 2,000 changes/s on a fresh server.
+start_server watch_idle --durability sync --max-open-streams 20000
+sleep 1
+awk '/VmRSS/ {print $2}' "/proc/$PID/status" >"$OUT/watch_idle_rss_before_kb.txt"
+sample "$OUT/watch_idle_samples.txt" &
+SAMPLER=$!
+load watch_idle_10k --scenario watch --subscribers 10000 --watch-filter sku --rate 1 \
+  --duration-s "$SECS" --warmup-s 3 "${COMMON[@]}"
+kill "$SAMPLER" 2>/dev/null || true
+SAMPLER=""
+stop
 start_server watch --durability sync --max-open-streams 20000
 sleep 1
 awk '/VmRSS/ {print $2}' "/proc/$PID/status" >"$OUT/watch_rss_before_kb.txt"
