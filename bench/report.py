@@ -151,8 +151,10 @@ def main(results, md_path):
                  f"p99 {ms(p99_open)} at {rate(achieved)} (p99.9 {ms(lat('reserve_open_15k', 'p999'))}); "
                  f"trivial echo at 15,000/s on this machine: p99 {ms(lat('echo_open_15k', 'p99'))} | "
                  f"{verdict(p99_open <= 2000 if p99_open is not None else None)} |")
-    lines.append(f"| Kafka relay keeps up at max rate (outbox depth bounded) | bounded | max outbox depth "
-                 f"{depth_max:,.0f} during the load runs; commit→Kafka ack p50 "
+    lines.append(f"| Kafka relay keeps up at max rate (outbox depth bounded) | bounded | at "
+                 f"{rate(tp('reserve_closed_kafka'))} unary and {rate(tp('feed_kafka'))} Feed reservations "
+                 f"(server + broker + load on 2 cores): max outbox depth "
+                 f"{depth_max:,.0f}; commit→Kafka ack p50 "
                  f"{lag.get('kafka_commit_to_ack_p50_ms', float('nan')):.1f} ms, p99 "
                  f"{lag.get('kafka_commit_to_ack_p99_ms', float('nan')):.1f} ms; depth at the end "
                  f"{lag.get('outbox_depth', float('nan')):.0f} | "
@@ -183,7 +185,8 @@ def main(results, md_path):
               "| run | mode | throughput | p50 | p90 | p99 | p99.9 | errors | server CPU (cores) |",
               "|---|---|---|---|---|---|---|---|---|"]
     for name in ["echo_closed", "echo_open_15k", "reserve_closed", "reserve_closed_async",
-                 "create_order_closed", "reserve_open_15k", "feed", "feed_single", "watch_idle_10k",
+                 "create_order_closed", "reserve_open_15k", "feed", "feed_single",
+                 "reserve_closed_kafka", "feed_kafka", "watch_idle_10k",
                  "watch_10k", "heap_reserve"]:
         d = r.get(name)
         if not d:
@@ -220,7 +223,7 @@ def main(results, md_path):
                    f"{json.dumps(d.get('statusCodeDistribution', {}))} |")
     if ghz:
         lines += ["## ghz (the seed's tool), same server run", "",
-                  "`ghz --insecure -c 64 --connections 4 -z 20s` (see bench/run.sh).", "",
+                  "`ghz --insecure -c 64 --connections 4 -z ${BENCH_SECONDS}s` (see bench/run.sh).", "",
                   "| call | rps | p50 | p90 | p99 | status codes |", "|---|---|---|---|---|---|"] + ghz + [""]
 
     if bm:

@@ -67,17 +67,98 @@ class StockFilter {
 constexpr size_t kSnapshotChunk = 256;
 
 // ---------------------------------------------------------------------------------------
+// What the three stream reactors share: a slot under --max-open-streams, the change-feed
+// subscription, the call record, cancellation, and one way to finish.
+
+template <class GrpcReactor>
+class StreamReactor : public GrpcReactor,
+                      public core::ChangeListener,
+                      public StreamRegistry::Stream {
+ public:
+  // From the registry (shutdown): end the stream with `status`.
+  void Close(const grpc::Status& status) override {
+    std::lock_guard lock(mu_);
+    FinishLocked(status);
+  }
+
+  void OnCancel() override {
+    std::lock_guard lock(mu_);
+    FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client"));
+  }
+
+ protected:
+  StreamReactor(const ServiceContext& sc, grpc::CallbackServerContext* ctx, const char* method,
+                const char* kind)
+      : sc_(sc),
+        record_(sc.metrics, sc.config->log_rpcs, method, sc.config->log_rpcs ? ctx->peer() : ""),
+        kind_(kind) {}
+
+  // Takes a slot under --max-open-streams; when none is left, finishes the stream with
+  // RESOURCE_EXHAUSTED and returns false. Call from the derived constructor.
+  bool Register() {
+    if (!sc_.streams->TryAdd(this)) {
+      std::lock_guard lock(mu_);
+      FinishLocked(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                StrCat("too many open streams (limit ", sc_.config->max_open_streams,
+                                       ")")));
+      return false;
+    }
+    registered_ = true;
+    sc_.metrics->StreamOpened(kind_);
+    return true;
+  }
+
+  // Attaches to the change feed (see ChangeFeed::Subscribe). Not with mu_ held.
+  core::ChangeFeed::Attach AttachToFeed(uint64_t after_sequence,
+                                        std::vector<std::string> keys = {}) {
+    auto attach = sc_.core->change_feed().Subscribe(this, after_sequence, std::move(keys));
+    subscribed_ = true;
+    return attach;
+  }
+
+  // From OnDone: afterwards no event arrives and the slot is free.
+  void Unregister() {
+    if (subscribed_) sc_.core->change_feed().Unsubscribe(this);
+    if (registered_) {
+      sc_.streams->Remove(this);
+      sc_.metrics->StreamClosed(kind_);
+    }
+  }
+
+  // A write that failed means the client is gone.
+  void WriteFailedLocked() {
+    FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "client went away"));
+  }
+
+  void FinishLocked(const grpc::Status& status) {
+    if (finished_) return;
+    finished_ = true;
+    record_.Finish(status);
+    this->Finish(status);
+    OnFinishedLocked();
+  }
+  // After Finish: free what a client that keeps the call open will never get.
+  virtual void OnFinishedLocked() {}
+
+  const ServiceContext sc_;
+  CallRecord record_;
+  std::mutex mu_;
+  bool finished_ = false;
+
+ private:
+  const char* const kind_;  // the metrics label
+  bool subscribed_ = false;
+  bool registered_ = false;
+};
+
+// ---------------------------------------------------------------------------------------
 // WatchStock
 
-class WatchStockReactor final : public grpc::ServerWriteReactor<StockUpdate>,
-                                public core::ChangeListener,
-                                public StreamRegistry::Stream {
+class WatchStockReactor final : public StreamReactor<grpc::ServerWriteReactor<StockUpdate>> {
  public:
   WatchStockReactor(const ServiceContext& sc, grpc::CallbackServerContext* ctx,
                     const inventory::v1::WatchStockRequest& request)
-      : sc_(sc),
-        record_(sc.metrics, sc.config->log_rpcs, "inventory.v1.InventoryService/WatchStock",
-                sc.config->log_rpcs ? ctx->peer() : ""),
+      : StreamReactor(sc, ctx, "inventory.v1.InventoryService/WatchStock", "watch_stock"),
         queue_(static_cast<size_t>(sc.config->stream_max_queued_levels)) {
     Begin(request);
   }
@@ -109,32 +190,18 @@ class WatchStockReactor final : public grpc::ServerWriteReactor<StockUpdate>,
     PumpLocked();
   }
 
-  void Close(const grpc::Status& status) override {
-    std::lock_guard lock(mu_);
-    FinishLocked(status);
-  }
-
   void OnWriteDone(bool ok) override {
     std::lock_guard lock(mu_);
     writing_ = false;
     if (!ok) {
-      FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "client went away"));
+      WriteFailedLocked();
       return;
     }
     PumpLocked();
   }
 
-  void OnCancel() override {
-    std::lock_guard lock(mu_);
-    FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client"));
-  }
-
   void OnDone() override {
-    if (subscribed_) sc_.core->change_feed().Unsubscribe(this);
-    if (registered_) {
-      sc_.streams->Remove(this);
-      sc_.metrics->StreamClosed("watch_stock");
-    }
+    Unregister();
     sc_.metrics->QueuedUpdates(-static_cast<int64_t>(queue_.size()));
     delete this;
   }
@@ -154,24 +221,14 @@ class WatchStockReactor final : public grpc::ServerWriteReactor<StockUpdate>,
       FinishLocked(ToGrpcStatus(s));
       return;
     }
-    if (!sc_.streams->TryAdd(this)) {
-      std::lock_guard lock(mu_);
-      FinishLocked(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                                StrCat("too many open streams (limit ",
-                                       sc_.config->max_open_streams, ")")));
-      return;
-    }
-    registered_ = true;
-    sc_.metrics->StreamOpened("watch_stock");
+    if (!Register()) return;
     for (const auto& k : request.keys()) filter_.Add(k);
     filter_keys_.assign(request.keys().begin(), request.keys().end());
 
     bool want_snapshot = request.resume_after_sequence() == 0;
     if (!want_snapshot) {
       // Attach with replay: retained events after the client's sequence, then live ones.
-      auto attach = sc_.core->change_feed().Subscribe(this, request.resume_after_sequence(),
-                                                      WatchedSkus(request));
-      subscribed_ = true;
+      auto attach = AttachToFeed(request.resume_after_sequence(), WatchedSkus(request));
       std::lock_guard lock(mu_);
       if (attach.gap && !request.snapshot_on_gap()) {
         FinishLocked(grpc::Status(
@@ -195,8 +252,7 @@ class WatchStockReactor final : public grpc::ServerWriteReactor<StockUpdate>,
       // queued are filtered by min_sequence_ below.
       want_snapshot = true;
     } else {
-      sc_.core->change_feed().Subscribe(this, UINT64_MAX, WatchedSkus(request));
-      subscribed_ = true;
+      AttachToFeed(UINT64_MAX, WatchedSkus(request));
     }
     // Subscribed first, snapshot second: every change after the snapshot's sequence arrives
     // live; older ones are in the snapshot and skipped by min_sequence_.
@@ -262,11 +318,7 @@ class WatchStockReactor final : public grpc::ServerWriteReactor<StockUpdate>,
     FinishLocked(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, why));
   }
 
-  void FinishLocked(const grpc::Status& status) {
-    if (finished_) return;
-    finished_ = true;
-    record_.Finish(status);
-    Finish(status);
+  void OnFinishedLocked() override {
     // A stalled client may keep the call open long after this: free what it will never get.
     sc_.metrics->QueuedUpdates(-static_cast<int64_t>(queue_.size()));
     queue_ = ConflatingQueue(static_cast<size_t>(sc_.config->stream_max_queued_levels));
@@ -274,21 +326,14 @@ class WatchStockReactor final : public grpc::ServerWriteReactor<StockUpdate>,
     snapshot_rows_.clear();
   }
 
-  const ServiceContext sc_;
-  CallRecord record_;
   StockFilter filter_;
   std::vector<StockKey> filter_keys_;
-  bool subscribed_ = false;
-  bool registered_ = false;
-
-  std::mutex mu_;
   ConflatingQueue queue_;
   std::unique_ptr<core::InventoryCore::StockSnapshot> snapshot_;
   std::deque<StockUpdate> snapshot_rows_;
   uint64_t min_sequence_ = 0;
   StockUpdate in_flight_;
   bool writing_ = false;
-  bool finished_ = false;
   int64_t write_started_ms_ = 0;
 };
 
@@ -296,35 +341,23 @@ class WatchStockReactor final : public grpc::ServerWriteReactor<StockUpdate>,
 // Feed: commands in, results and live updates out, on one stream.
 
 class FeedReactor final
-    : public grpc::ServerBidiReactor<inventory::v1::FeedRequest, inventory::v1::FeedResponse>,
-      public core::ChangeListener,
-      public StreamRegistry::Stream {
+    : public StreamReactor<
+          grpc::ServerBidiReactor<inventory::v1::FeedRequest, inventory::v1::FeedResponse>> {
  public:
   FeedReactor(const ServiceContext& sc, grpc::CallbackServerContext* ctx)
-      : sc_(sc),
-        record_(sc.metrics, sc.config->log_rpcs, "inventory.v1.InventoryService/Feed",
-                sc.config->log_rpcs ? ctx->peer() : ""),
+      : StreamReactor(sc, ctx, "inventory.v1.InventoryService/Feed", "feed"),
         updates_(static_cast<size_t>(sc.config->stream_max_queued_levels)) {
-    if (!sc_.streams->TryAdd(this)) {
-      std::lock_guard lock(mu_);
-      FinishLocked(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                                StrCat("too many open streams (limit ",
-                                       sc_.config->max_open_streams, ")")));
-      return;
-    }
-    registered_ = true;
-    sc_.metrics->StreamOpened("feed");
-    sc_.core->change_feed().Subscribe(this, UINT64_MAX);
-    subscribed_ = true;
+    if (!Register()) return;
+    AttachToFeed(UINT64_MAX);
     reading_ = true;
     StartRead(&request_);
   }
 
   void OnReadDone(bool ok) override {
     std::unique_lock lock(mu_);
-    reading_ = false;
     if (!ok) {
       // The client half-closed (or went away): finish once every result is written.
+      reading_ = false;
       half_closed_ = true;
       MaybeFinishLocked();
       return;
@@ -333,24 +366,30 @@ class FeedReactor final
     inventory::v1::FeedRequest request = std::move(request_);
     request_.Clear();
     if (request.more_size() > 0) batched_client_ = true;
+    // reading_ stays true until every command of this message is dispatched: a result
+    // completing meanwhile must not start the next read, or a half-close could finish the
+    // stream before the rest of this message has even reached the core.
     lock.unlock();
     try {
       DispatchMessage(std::move(request));
     } catch (const std::exception& e) {
       spdlog::error("Feed: unexpected exception: {}", e.what());
       std::lock_guard relock(mu_);
+      reading_ = false;
       FinishLocked(grpc::Status(grpc::StatusCode::INTERNAL, "internal error"));
       return;
     }
     lock.lock();
+    reading_ = false;
     ReadMoreLocked();
+    MaybeFinishLocked();
   }
 
   void OnWriteDone(bool ok) override {
     std::lock_guard lock(mu_);
     writing_ = false;
     if (!ok) {
-      FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "client went away"));
+      WriteFailedLocked();
       return;
     }
     PumpLocked();
@@ -383,22 +422,8 @@ class FeedReactor final
     PumpLocked();
   }
 
-  void Close(const grpc::Status& status) override {
-    std::lock_guard lock(mu_);
-    FinishLocked(status);
-  }
-
-  void OnCancel() override {
-    std::lock_guard lock(mu_);
-    FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client"));
-  }
-
   void OnDone() override {
-    if (subscribed_) sc_.core->change_feed().Unsubscribe(this);
-    if (registered_) {
-      sc_.streams->Remove(this);
-      sc_.metrics->StreamClosed("feed");
-    }
+    Unregister();
     std::vector<std::string> leased;
     bool delete_now;
     {
@@ -645,22 +670,12 @@ class FeedReactor final
     }
   }
 
-  void FinishLocked(const grpc::Status& status) {
-    if (finished_) return;
-    finished_ = true;
-    record_.Finish(status);
-    Finish(status);
+  void OnFinishedLocked() override {
     sc_.metrics->QueuedUpdates(-static_cast<int64_t>(updates_.size()));
     updates_ = ConflatingQueue(static_cast<size_t>(sc_.config->stream_max_queued_levels));
     results_.clear();
   }
 
-  const ServiceContext sc_;
-  CallRecord record_;
-  bool subscribed_ = false;
-  bool registered_ = false;
-
-  std::mutex mu_;
   inventory::v1::FeedRequest request_;
   inventory::v1::FeedResponse out_;
   std::deque<inventory::v1::FeedResponse> results_;
@@ -672,10 +687,9 @@ class FeedReactor final
   static constexpr int kMaxResultsPerMessage = 255;
   int in_flight_commands_ = 0;
   bool batched_client_ = false;  // it has sent FeedRequest.more: pack its results too
-  bool reading_ = false;
+  bool reading_ = false;  // a read is outstanding, or the message it read is being dispatched
   bool writing_ = false;
   bool half_closed_ = false;
-  bool finished_ = false;
   bool done_ = false;
   int64_t write_started_ms_ = 0;
 };
@@ -683,32 +697,20 @@ class FeedReactor final
 // ---------------------------------------------------------------------------------------
 // StreamOrderUpdates: the current status, then every change, until a terminal status.
 
-class OrderUpdatesReactor final : public grpc::ServerWriteReactor<order::v1::OrderStatusUpdate>,
-                                  public core::ChangeListener,
-                                  public StreamRegistry::Stream {
+class OrderUpdatesReactor final
+    : public StreamReactor<grpc::ServerWriteReactor<order::v1::OrderStatusUpdate>> {
  public:
   OrderUpdatesReactor(const ServiceContext& sc, grpc::CallbackServerContext* ctx,
                       const order::v1::OrderSubscriptionRequest& request)
-      : sc_(sc),
-        record_(sc.metrics, sc.config->log_rpcs, "order.v1.OrderService/StreamOrderUpdates",
-                sc.config->log_rpcs ? ctx->peer() : ""),
+      : StreamReactor(sc, ctx, "order.v1.OrderService/StreamOrderUpdates", "order_updates"),
         order_id_(request.order_id()) {
     if (auto s = core::ValidateId("order_id", order_id_, sc_.core->options().limits); !s.ok()) {
       std::lock_guard lock(mu_);
       FinishLocked(ToGrpcStatus(s));
       return;
     }
-    if (!sc_.streams->TryAdd(this)) {
-      std::lock_guard lock(mu_);
-      FinishLocked(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                                StrCat("too many open streams (limit ",
-                                       sc_.config->max_open_streams, ")")));
-      return;
-    }
-    registered_ = true;
-    sc_.metrics->StreamOpened("order_updates");
-    sc_.core->change_feed().Subscribe(this, UINT64_MAX, {order_id_});
-    subscribed_ = true;
+    if (!Register()) return;
+    AttachToFeed(UINT64_MAX, {order_id_});
     auto order = sc_.core->GetOrder(order_id_);
     std::lock_guard lock(mu_);
     if (!order.ok()) {
@@ -753,16 +755,11 @@ class OrderUpdatesReactor final : public grpc::ServerWriteReactor<order::v1::Ord
     PumpLocked();
   }
 
-  void Close(const grpc::Status& status) override {
-    std::lock_guard lock(mu_);
-    FinishLocked(status);
-  }
-
   void OnWriteDone(bool ok) override {
     std::lock_guard lock(mu_);
     writing_ = false;
     if (!ok) {
-      FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "client went away"));
+      WriteFailedLocked();
       return;
     }
     if (core::IsTerminal(in_flight_.status_code())) {
@@ -772,17 +769,8 @@ class OrderUpdatesReactor final : public grpc::ServerWriteReactor<order::v1::Ord
     PumpLocked();
   }
 
-  void OnCancel() override {
-    std::lock_guard lock(mu_);
-    FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled by the client"));
-  }
-
   void OnDone() override {
-    if (subscribed_) sc_.core->change_feed().Unsubscribe(this);
-    if (registered_) {
-      sc_.streams->Remove(this);
-      sc_.metrics->StreamClosed("order_updates");
-    }
+    Unregister();
     delete this;
   }
 
@@ -795,26 +783,12 @@ class OrderUpdatesReactor final : public grpc::ServerWriteReactor<order::v1::Ord
     StartWrite(&in_flight_);
   }
 
-  void FinishLocked(const grpc::Status& status) {
-    if (finished_) return;
-    finished_ = true;
-    record_.Finish(status);
-    Finish(status);
-  }
-
-  const ServiceContext sc_;
-  CallRecord record_;
   const std::string order_id_;
-  bool subscribed_ = false;
-  bool registered_ = false;
-
-  std::mutex mu_;
   std::deque<order::v1::OrderStatusUpdate> pending_;
   order::v1::OrderStatusUpdate in_flight_;
   uint64_t min_sequence_ = 0;
   bool started_ = false;
   bool writing_ = false;
-  bool finished_ = false;
 };
 
 }  // namespace
