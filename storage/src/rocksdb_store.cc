@@ -203,6 +203,17 @@ class RocksDbStore : public Store {
     return absl::OkStatus();
   }
 
+  MemoryUsage memory_usage() const override {
+    MemoryUsage m;
+    uint64_t v = 0;
+    if (db_->GetAggregatedIntProperty("rocksdb.cur-size-all-mem-tables", &v)) m.memtables_bytes = v;
+    if (db_->GetIntProperty("rocksdb.block-cache-usage", &v)) m.block_cache_bytes = v;
+    if (db_->GetAggregatedIntProperty("rocksdb.estimate-table-readers-mem", &v)) {
+      m.table_readers_bytes = v;
+    }
+    return m;
+  }
+
   std::unique_ptr<WriteGroup> NewWriteGroup() override {
     return std::make_unique<RocksWriteGroup>(&cfs_);
   }

@@ -360,14 +360,28 @@ TEST_F(ConnectionAbuse, PingFloodsGetGoAwayEnhanceYourCalm) {
   }
 }
 
+struct WatchStream {
+  grpc::ClientContext ctx;
+  std::unique_ptr<grpc::ClientReader<inv::StockUpdate>> reader;
+};
+
+// Cancels every stream, reads each to its end, and drops them.
+void CancelAll(std::vector<std::unique_ptr<WatchStream>>& streams) {
+  for (auto& s : streams) s->ctx.TryCancel();
+  for (auto& s : streams) {
+    inv::StockUpdate u;
+    while (s->reader->Read(&u)) {
+    }
+    s->reader->Finish();
+  }
+  streams.clear();
+}
+
 TEST_F(ConnectionAbuse, StreamsOverTheLimitAreRefusedAndSlotsComeBack) {
+  using Stream = WatchStream;
   long first_kb = 0;
   for (int round = 1; round <= 2; ++round) {
     // kMaxOpenStreams + 16 WatchStock streams over 8 connections.
-    struct Stream {
-      grpc::ClientContext ctx;
-      std::unique_ptr<grpc::ClientReader<inv::StockUpdate>> reader;
-    };
     std::vector<std::unique_ptr<inv::InventoryService::Stub>> stubs;
     for (int c = 0; c < 8; ++c) {
       grpc::ChannelArguments args;
@@ -397,14 +411,7 @@ TEST_F(ConnectionAbuse, StreamsOverTheLimitAreRefusedAndSlotsComeBack) {
     EXPECT_EQ(refused, 16);
     EXPECT_EQ(other, 0);
     const int peak = server_->OpenFds();
-    for (auto& s : streams) s->ctx.TryCancel();
-    for (auto& s : streams) {
-      inv::StockUpdate u;
-      while (s->reader->Read(&u)) {
-      }
-      s->reader->Finish();
-    }
-    streams.clear();
+    CancelAll(streams);
     stubs.clear();
     // The slots are free again: a full set opens.
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -418,14 +425,7 @@ TEST_F(ConnectionAbuse, StreamsOverTheLimitAreRefusedAndSlotsComeBack) {
       EXPECT_TRUE(s->reader->Read(&u)) << "stream " << i << " refused after the others ended";
       streams.push_back(std::move(s));
     }
-    for (auto& s : streams) s->ctx.TryCancel();
-    for (auto& s : streams) {
-      inv::StockUpdate u;
-      while (s->reader->Read(&u)) {
-      }
-      s->reader->Finish();
-    }
-    streams.clear();
+    CancelAll(streams);
     stub.reset();
     ExpectReclaimed("streams over limit", round, peak, &first_kb);
   }

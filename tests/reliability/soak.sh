@@ -89,9 +89,10 @@ for i in $(seq 1 "$SLICES"); do
   LOADS=()
   kill -0 "$PID" 2>/dev/null || { log "the server died"; tail -20 "$WORK/server.log" >&2; exit 1; }
   rss_kb="$(awk '/VmRSS/ {print $2}' "/proc/$PID/status")"
-  fds="$(ls -l "/proc/$PID/fd" | grep -vc '\.sst$' || true)"
-  ssts="$(ls -l "/proc/$PID/fd" | grep -c '\.sst$' || true)"
+  fds="$(find "/proc/$PID/fd" -mindepth 1 -printf '%l\n' | grep -vc '\.sst$' || true)"
+  ssts="$(find "/proc/$PID/fd" -mindepth 1 -printf '%l\n' | grep -c '\.sst$' || true)"
   echo "$i $rss_kb $fds $ssts $(outbox_depth)" >>"$WORK/samples.txt"
+  curl -sf "http://$METRICS/metrics" | grep -E '^feed_state\{what="rocksdb_' >"$WORK/rocksdb-$i.txt" || true
   ls -l "/proc/$PID/fd" | awk '{print $NF}' | sed 's/[0-9]\+/N/g' | sort | uniq -c >"$WORK/fds-$i.txt"
   log "slice $i/$SLICES: RSS $((rss_kb / 1024)) MB, fds $fds + $ssts RocksDB table files"
 done
@@ -120,11 +121,17 @@ for i in range(1, slices + 1):
     o = json.load(open(f"{work}/order-{i}.json"))
     w = json.load(open(f"{work}/watch-{i}.json"))
     rss, fds, ssts, outbox = samples[i]
+    rocks = {}
+    for l in open(f"{work}/rocksdb-{i}.txt"):
+        k, v = l.rsplit(" ", 1)
+        rocks[k.split('"')[1]] = float(v) / 2**20
     p99 = r["latency_us"]["p99"] / 1000
     row = dict(i=i, rps=r["throughput"], p50=r["latency_us"]["p50"] / 1000, p99=p99,
                ops=o["throughput"], op99=o["latency_us"]["p99"] / 1000,
                wlag=(w.get("watch") or {}).get("lag_us", {}).get("p99", 0) / 1000,
                errors=r["errors"] + o["errors"] + w["errors"], rss=rss // 1024, fds=fds, ssts=ssts,
+               rocks="/".join(f"{rocks.get(k, 0):.0f}" for k in (
+                   "rocksdb_memtables_bytes", "rocksdb_block_cache_bytes", "rocksdb_table_readers_bytes")),
                outbox=outbox, cpu=r.get("server_cpu_cores"))
     rows.append(row)
     if row["errors"]:
@@ -142,10 +149,10 @@ if depth != "0":
 with open(report, "w") as f:
     f.write(f"Soak: {slices} slices of {slice_s} s (sync durability, Kafka relay on)\n\n")
     f.write("| slice | Reserve/s | p50 ms | p99 ms | CreateOrder/s | p99 ms | watch lag p99 ms "
-            "| errors | RSS MB | fds (+ .sst) | outbox | server cores |\n|" + "---|" * 12 + "\n")
+            "| errors | RSS MB | RocksDB MB: memtables/cache/readers | fds (+ .sst) | outbox | server cores |\n|" + "---|" * 13 + "\n")
     for r in rows:
         f.write(f"| {r['i']} | {r['rps']:,.0f} | {r['p50']:.2f} | {r['p99']:.2f} | {r['ops']:,.0f} "
-                f"| {r['op99']:.2f} | {r['wlag']:.1f} | {r['errors']} | {r['rss']} | {r['fds']} (+{r['ssts']}) "
+                f"| {r['op99']:.2f} | {r['wlag']:.1f} | {r['errors']} | {r['rss']} | {r['rocks']} | {r['fds']} (+{r['ssts']}) "
                 f"| {r['outbox']} | {r['cpu']} |\n")
     f.write(f"\nOutbox after the load: {depth}. Verdict: "
             + ("held" if not failures else "FAILED: " + "; ".join(failures)) + "\n")

@@ -73,6 +73,9 @@ class FeedServer::Impl {
   prometheus::Gauge* kafka_up_ = nullptr;
   prometheus::Gauge* kafka_lag_p50_ = nullptr;
   prometheus::Gauge* kafka_lag_p99_ = nullptr;
+  prometheus::Gauge* rocksdb_memtables_ = nullptr;
+  prometheus::Gauge* rocksdb_block_cache_ = nullptr;
+  prometheus::Gauge* rocksdb_table_readers_ = nullptr;
 };
 
 absl::Status FeedServer::Impl::Start() {
@@ -176,6 +179,9 @@ absl::Status FeedServer::Impl::Start() {
   kafka_up_ = &gauge.Add({{"what", "kafka_reachable"}});
   kafka_lag_p50_ = &gauge.Add({{"what", "kafka_commit_to_ack_p50_ms"}});
   kafka_lag_p99_ = &gauge.Add({{"what", "kafka_commit_to_ack_p99_ms"}});
+  rocksdb_memtables_ = &gauge.Add({{"what", "rocksdb_memtables_bytes"}});
+  rocksdb_block_cache_ = &gauge.Add({{"what", "rocksdb_block_cache_bytes"}});
+  rocksdb_table_readers_ = &gauge.Add({{"what", "rocksdb_table_readers_bytes"}});
   housekeeping_ = std::thread([this] { Housekeeping(); });
   spdlog::info("feed-server: listening on {} (durability {}, data {}){}{}", address_,
                config_.durability == storage::Durability::kSync ? "sync" : "async",
@@ -194,6 +200,10 @@ void FeedServer::Impl::Housekeeping() {
     queue_depth_->Set(static_cast<double>(s.queue_depth));
     open_holds_->Set(static_cast<double>(s.held_reservations));
     last_sequence_->Set(static_cast<double>(s.last_sequence));
+    auto mem = store_->memory_usage();
+    rocksdb_memtables_->Set(static_cast<double>(mem.memtables_bytes));
+    rocksdb_block_cache_->Set(static_cast<double>(mem.block_cache_bytes));
+    rocksdb_table_readers_->Set(static_cast<double>(mem.table_readers_bytes));
     if (relay_) {
       auto r = relay_->stats();
       outbox_depth_->Set(static_cast<double>(r.outbox_depth));

@@ -73,6 +73,14 @@ class Store : public ReadView {
   // A consistent point-in-time view of every table.
   virtual std::unique_ptr<ReadView> Snapshot() const = 0;
   virtual Durability durability() const = 0;
+
+  // What the engine holds in memory, for the metrics (zeros where it does not say).
+  struct MemoryUsage {
+    size_t memtables_bytes = 0;
+    size_t block_cache_bytes = 0;      // data, index and filter blocks cached
+    size_t table_readers_bytes = 0;    // index and filter blocks outside the cache
+  };
+  virtual MemoryUsage memory_usage() const { return {}; }
 };
 
 // Key and value encodings shared by the writer and the relay.
