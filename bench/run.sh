@@ -82,6 +82,29 @@ sample() {
   done
 }
 
+# Samples into FILE in the background until stop_sampling.
+start_sampling() {
+  sample "$1" &
+  SAMPLER=$!
+}
+stop_sampling() {
+  kill "$SAMPLER" 2>/dev/null || true
+  SAMPLER=""
+}
+# watch_run NAME RATE: a fresh server, its RSS before, then 10,000 one-SKU WatchStock
+# subscribers while stock changes RATE times a second, sampled into NAME_samples.txt.
+watch_run() {
+  local name="$1" rate="$2"
+  start_server "$name" --durability sync --max-open-streams 20000
+  sleep 1
+  awk '/VmRSS/ {print $2}' "/proc/$PID/status" >"$OUT/${name}_rss_before_kb.txt"
+  start_sampling "$OUT/${name}_samples.txt"
+  load "${name}_10k" --scenario watch --subscribers 10000 --watch-filter sku --rate "$rate" \
+    --duration-s "$SECS" --warmup-s 3 "${COMMON[@]}"
+  stop_sampling
+  stop
+}
+
 # 1. Micro benchmarks (Google Benchmark).
 if [ -z "${SKIP_MICRO:-}" ]; then
   say "micro: core_bench"
@@ -140,8 +163,7 @@ SUFFIX="bench$RANDOM"
 KAFKA=(--kafka-brokers "$BROKERS" --kafka-stock-topic "stock.$SUFFIX"
   --kafka-order-status-topic "status.$SUFFIX" --kafka-receipt-topic "receipts.$SUFFIX")
 start_server kafka --durability sync "${KAFKA[@]}"
-sample "$OUT/sync_samples.txt" &
-SAMPLER=$!
+start_sampling "$OUT/sync_samples.txt"
 load reserve_closed_kafka --scenario reserve --concurrency 64 --duration-s "$SECS" --warmup-s 3 \
   "${COMMON[@]}"
 load feed_kafka --scenario feed --streams 4 --inflight 256 --feed-batch 256 --duration-s "$SECS" \
@@ -149,32 +171,13 @@ load feed_kafka --scenario feed --streams 4 --inflight 256 --feed-batch 256 --du
 # The relay must have drained what the runs above committed.
 sleep 5
 curl -sf "http://$METRICS/metrics" | grep '^feed_state' >"$OUT/sync_metrics_end.txt" || true
-kill "$SAMPLER" 2>/dev/null || true
-SAMPLER=""
+stop_sampling
 stop
 
 # 4. WatchStock fan-out: 10,000 idle subscribers (one change a second), server memory before
 #    and during; then 10,000 subscribers receiving 2,000 changes/s on a fresh server.
-start_server watch_idle --durability sync --max-open-streams 20000
-sleep 1
-awk '/VmRSS/ {print $2}' "/proc/$PID/status" >"$OUT/watch_idle_rss_before_kb.txt"
-sample "$OUT/watch_idle_samples.txt" &
-SAMPLER=$!
-load watch_idle_10k --scenario watch --subscribers 10000 --watch-filter sku --rate 1 \
-  --duration-s "$SECS" --warmup-s 3 "${COMMON[@]}"
-kill "$SAMPLER" 2>/dev/null || true
-SAMPLER=""
-stop
-start_server watch --durability sync --max-open-streams 20000
-sleep 1
-awk '/VmRSS/ {print $2}' "/proc/$PID/status" >"$OUT/watch_rss_before_kb.txt"
-sample "$OUT/watch_samples.txt" &
-SAMPLER=$!
-load watch_10k --scenario watch --subscribers 10000 --watch-filter sku --rate 2000 \
-  --duration-s "$SECS" --warmup-s 3 "${COMMON[@]}"
-kill "$SAMPLER" 2>/dev/null || true
-SAMPLER=""
-stop
+watch_run watch_idle 1
+watch_run watch 2000
 
 # 5. The same unary Reserve with async durability (no fsync): the price of sync.
 start_server async --durability async
