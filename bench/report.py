@@ -102,19 +102,24 @@ def main(results, md_path):
     watch = (r.get("watch_10k") or {}).get("watch", {})
     watch_idle = (r.get("watch_idle_10k") or {}).get("watch", {})
 
-    heap_per_call = None
     def counted(name):
         m = re.search(r"bytes=(\d+) calls=(\d+)", text(os.path.join(results, name)))
         return (int(m.group(1)), int(m.group(2))) if m else None
-    base, run = counted("heap_base.txt"), counted("heap_run.txt")
-    hr, hb = r.get("heap_reserve"), r.get("heap_base")
-    heap_allocs_per_call = None
-    if base and run and hr and hb:
+    def per_call(base_file, run_file, base_name, run_name):
+        """(bytes, allocations) per call: the difference between a long and a short run."""
+        base, run = counted(base_file), counted(run_file)
+        hr, hb = r.get(run_name), r.get(base_name)
+        if not (base and run and hr and hb):
+            return None, None
         n = lambda d: d.get("ok", 0) + d.get("sold_out", 0) + d.get("errors", 0)
         calls = n(hr) - n(hb)
-        if calls > 0:
-            heap_per_call = (run[0] - base[0]) / calls
-            heap_allocs_per_call = (run[1] - base[1]) / calls
+        if calls <= 0:
+            return None, None
+        return (run[0] - base[0]) / calls, (run[1] - base[1]) / calls
+    heap_per_call, heap_allocs_per_call = per_call("heap_base.txt", "heap_run.txt",
+                                                   "heap_base", "heap_reserve")
+    echo_heap_per_call, echo_allocs_per_call = per_call("heap_echo_base.txt", "heap_echo_run.txt",
+                                                        "heap_echo_base", "heap_echo")
 
     startup = text(os.path.join(results, "startup.txt"))
     m = re.search(r"ready in ([0-9.]+) s", startup)
@@ -169,6 +174,11 @@ def main(results, md_path):
     lines.append(f"| heap allocated per unary `Reserve` (counting allocator, server side) | ≤ 4 KB | "
                  + (f"{heap_per_call / 1024:.1f} KB in {heap_allocs_per_call:.0f} allocations"
                     if heap_per_call else "n/a")
+                 + (f"; echo server, same gRPC: {echo_heap_per_call / 1024:.1f} KB in "
+                    f"{echo_allocs_per_call:.0f} (ours on top: "
+                    f"{(heap_per_call - echo_heap_per_call) / 1024:.1f} KB in "
+                    f"{heap_allocs_per_call - echo_allocs_per_call:.0f})"
+                    if heap_per_call and echo_heap_per_call else "")
                  + f" | {verdict(heap_per_call <= 4096 if heap_per_call else None)} |")
     lines.append(f"| startup with 1,000,000 SKUs and 1,000,000 open holds | ≤ 5 s | "
                  + (f"{startup_s:.2f} s" if startup_s else "n/a")
@@ -187,7 +197,7 @@ def main(results, md_path):
     for name in ["echo_closed", "echo_open_15k", "reserve_closed", "reserve_closed_async",
                  "create_order_closed", "reserve_open_15k", "feed", "feed_single",
                  "reserve_closed_kafka", "feed_kafka", "watch_idle_10k",
-                 "watch_10k", "heap_reserve"]:
+                 "watch_10k", "heap_reserve", "heap_echo"]:
         d = r.get(name)
         if not d:
             continue

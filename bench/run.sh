@@ -186,8 +186,21 @@ stop
 
 # 6. Heap allocated per unary Reserve on the server: a counting allocator preloaded into the
 #    server built without tcmalloc; the difference between a 10 s run and a 0.5 s run, per call.
+#    The echo server (glibc malloc too) the same way: gRPC's own per-call floor, side by side.
 if [ -z "${SKIP_HEAP:-}" ]; then
   say "heap: counting allocator"
+  for n in base run; do
+    ALLOC_COUNTER_OUT="$OUT/heap_echo_$n.txt" LD_PRELOAD="$BUILD/bench/liballoc_counter.so" \
+      "$ECHO" --listen "$ADDR" --api callback >"$WORK/heap-echo-$n.log" 2>&1 &
+    PID=$!
+    wait_port "$PORT"
+    if [ "$n" = run ]; then
+      load heap_echo --scenario echo --concurrency 32 --duration-s 10 --warmup-s 0
+    else
+      load heap_echo_base --scenario echo --concurrency 32 --duration-s 0.5 --warmup-s 0
+    fi
+    stop
+  done
   for n in base run; do
     ALLOC_COUNTER_OUT="$OUT/heap_$n.txt" LD_PRELOAD="$BUILD/bench/liballoc_counter.so" \
       "$BUILD/bench/feed-server-glibc" --listen "$ADDR" --metrics-listen "" \

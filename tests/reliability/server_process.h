@@ -1,6 +1,7 @@
 // The real feed-server binary as a child process for the reliability tests: started with
 // its own data dir and port on 127.0.0.1, SIGKILLed and its data dir removed if the test
-// ends early, and its resident memory and open file descriptors readable from /proc.
+// ends early, its resident memory and open file descriptors readable from /proc, and its
+// RocksDB memory gauges readable from its /metrics endpoint.
 #pragma once
 
 #include <signal.h>
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -21,17 +23,19 @@ namespace feed::testing {
 
 class ServerProcess {
  public:
-  // Starts `binary --listen 127.0.0.1:<port> --data-dir <tmp> --metrics-listen ""
-  // --log-rpcs false` plus `extra_args`. `port_offset` keeps tests of one ctest run apart.
+  // Starts `binary --listen 127.0.0.1:<port> --data-dir <tmp> --metrics-listen
+  // 127.0.0.1:<port + 20000> --log-rpcs false` plus `extra_args`. `port_offset` keeps tests
+  // of one ctest run apart.
   ServerProcess(const std::string& binary, const std::vector<std::string>& extra_args,
                 int port_offset = 0) {
     char tmpl[] = "/tmp/feed-reliability-XXXXXX";
     dir_ = mkdtemp(tmpl);
     port_ = 20000 + static_cast<int>((getpid() + port_offset) % 20000);
     address_ = "127.0.0.1:" + std::to_string(port_);
-    std::vector<std::string> args = {binary,           "--listen",    address_,
-                                     "--data-dir",     dir_ + "/data", "--metrics-listen",
-                                     "",               "--log-rpcs",  "false"};
+    metrics_address_ = "127.0.0.1:" + std::to_string(port_ + 20000);
+    std::vector<std::string> args = {binary,           "--listen",      address_,
+                                     "--data-dir",     dir_ + "/data",  "--metrics-listen",
+                                     metrics_address_, "--log-rpcs",    "false"};
     args.insert(args.end(), extra_args.begin(), extra_args.end());
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
@@ -73,6 +77,31 @@ class ServerProcess {
     return 0;
   }
 
+  // RocksDB's memtables plus its block cache, in KB, from /metrics: memory the server
+  // holds on purpose, bounded by its configuration (-1 when /metrics cannot be read).
+  // Memory checks subtract it so that what they compare is the rest of the process.
+  long RocksDbCachesKb() const {
+    const std::string command = "curl -sf http://" + metrics_address_ + "/metrics";
+    FILE* pipe = popen(command.c_str(), "r");
+    if (pipe == nullptr) return -1;
+    double bytes = 0;
+    int found = 0;
+    char line[512];
+    while (std::fgets(line, sizeof line, pipe) != nullptr) {
+      const std::string text = line;
+      for (const char* gauge : {"feed_state{what=\"rocksdb_memtables_bytes\"} ",
+                                "feed_state{what=\"rocksdb_block_cache_bytes\"} "}) {
+        if (text.rfind(gauge, 0) == 0) {
+          bytes += std::stod(text.substr(std::string(gauge).size()));
+          ++found;
+        }
+      }
+    }
+    const int status = pclose(pipe);
+    if (status != 0 || found != 2) return -1;
+    return static_cast<long>(bytes / 1024);
+  }
+
   int OpenFds() const {
     std::error_code ec;
     int n = 0;
@@ -86,6 +115,7 @@ class ServerProcess {
  private:
   std::string dir_;
   std::string address_;
+  std::string metrics_address_;
   int port_ = 0;
   pid_t pid_ = 0;
 };

@@ -94,7 +94,7 @@ for i in $(seq 1 "$SLICES"); do
   fds="$(find "/proc/$PID/fd" -mindepth 1 -printf '%l\n' | grep -vc '\.sst$' || true)"
   ssts="$(find "/proc/$PID/fd" -mindepth 1 -printf '%l\n' | grep -c '\.sst$' || true)"
   echo "$i $rss_kb $fds $ssts $(outbox_depth)" >>"$WORK/samples.txt"
-  curl -sf "http://$METRICS/metrics" | grep -E '^feed_state\{what="rocksdb_' >"$WORK/rocksdb-$i.txt" || true
+  curl -sf "http://$METRICS/metrics" | grep -E '^feed_state\{what="(rocksdb_|heap_)' >"$WORK/rocksdb-$i.txt" || true
   ls -l "/proc/$PID/fd" | awk '{print $NF}' | sed 's/[0-9]\+/N/g' | sort | uniq -c >"$WORK/fds-$i.txt"
   log "slice $i/$SLICES: RSS $((rss_kb / 1024)) MB, fds $fds + $ssts RocksDB table files"
 done
@@ -136,6 +136,7 @@ for i in range(1, slices + 1):
                    - int(rocks.get("rocksdb_block_cache_bytes", 0)),
                rocks="/".join(f"{rocks.get(k, 0):.0f}" for k in (
                    "rocksdb_memtables_bytes", "rocksdb_block_cache_bytes", "rocksdb_table_readers_bytes")),
+               heap=f"{rocks.get('heap_allocated_bytes', 0):.0f}/{rocks.get('heap_free_bytes', 0):.0f}",
                outbox=outbox, cpu=r.get("server_cpu_cores"))
     rows.append(row)
     if row["errors"]:
@@ -154,10 +155,11 @@ if depth != "0":
 with open(report, "w") as f:
     f.write(f"Soak: {slices} slices of {slice_s} s (sync durability, Kafka relay on)\n\n")
     f.write("| slice | Reserve/s | p50 ms | p99 ms | CreateOrder/s | p99 ms | watch lag p99 ms "
-            "| errors | RSS MB | RSS less RocksDB cache+memtables | RocksDB MB: memtables/cache/readers | fds (+ .sst) | outbox | server cores |\n|" + "---|" * 14 + "\n")
+            "| errors | RSS MB | RSS less RocksDB cache+memtables | RocksDB MB: memtables/cache/readers "
+            "| heap MB: allocated (incl. RocksDB)/free | fds (+ .sst) | outbox | server cores |\n|" + "---|" * 15 + "\n")
     for r in rows:
         f.write(f"| {r['i']} | {r['rps']:,.0f} | {r['p50']:.2f} | {r['p99']:.2f} | {r['ops']:,.0f} "
-                f"| {r['op99']:.2f} | {r['wlag']:.1f} | {r['errors']} | {r['rss']} | {r['own']} | {r['rocks']} | {r['fds']} (+{r['ssts']}) "
+                f"| {r['op99']:.2f} | {r['wlag']:.1f} | {r['errors']} | {r['rss']} | {r['own']} | {r['rocks']} | {r['heap']} | {r['fds']} (+{r['ssts']}) "
                 f"| {r['outbox']} | {r['cpu']} |\n")
     f.write(f"\nOutbox after the load: {depth}. Verdict: "
             + ("held" if not failures else "FAILED: " + "; ".join(failures)) + "\n")

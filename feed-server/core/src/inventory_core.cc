@@ -267,6 +267,10 @@ class InventoryCore::Impl {
   std::deque<std::shared_ptr<Batch>> uncommitted_;
   std::string store_id_;
   int64_t next_sweep_ms_ = 0;
+  // Reused by the writer for every record it writes: WriteGroup::Put copies the bytes, and a
+  // reused buffer and message keep their capacity, so steady state allocates nothing here.
+  std::string record_buffer_;
+  StockLevel level_buffer_;
 
  private:
   void WriterLoop();
@@ -276,6 +280,9 @@ class InventoryCore::Impl {
   void ForgetCommittedBatches();
 
   Event* NewEvent(Batch& b, std::string_view type, std::string key);
+  // `message` serialized into record_buffer_ (after `prefix`), valid until the next call.
+  std::string_view Serialized(const google::protobuf::MessageLite& message,
+                              std::string_view prefix = {});
   void ChangeLevel(Batch& b, const std::string& key, Level& level, int64_t delta_on_hand,
                    int64_t delta_reserved, events::v1::StockChangeCause cause,
                    const std::string& reservation_id, const std::string& order_id,
@@ -518,15 +525,14 @@ void InventoryCore::Impl::ApplyBatch(std::vector<std::unique_ptr<Command>>& comm
   }
 
   for (const auto& key : b.dirty_levels) {
-    StockLevel p;
-    FillLevel(key, levels_[key], &p);
-    b.group->Put(Table::kStock, key, p.SerializeAsString());
+    FillLevel(key, levels_[key], &level_buffer_);
+    b.group->Put(Table::kStock, key, Serialized(level_buffer_));
   }
   for (const auto& id : b.dirty_orders) {
-    b.group->Put(Table::kOrders, id, b.orders[id].SerializeAsString());
+    b.group->Put(Table::kOrders, id, Serialized(b.orders[id]));
   }
   for (const auto& e : b.events) {
-    b.group->Put(Table::kOutbox, storage::EncodeSequence(e->sequence()), e->SerializeAsString());
+    b.group->Put(Table::kOutbox, storage::EncodeSequence(e->sequence()), Serialized(*e));
   }
   if (b.group->Count() > 0) {
     b.group->Put(Table::kMeta, storage::meta_keys::kNextSequence,
@@ -728,10 +734,10 @@ absl::StatusOr<Resp> InventoryCore::Impl::RunIdempotent(std::string_view method,
     internal::v1::IdempotencyRecord record;
     record.set_method(std::string(method));
     record.set_fingerprint(fingerprint);
-    record.set_response(response.SerializeAsString());
+    response.SerializeToString(record.mutable_response());
     record.set_created_at_ms(b.now_ms);
     b.group->Put(Table::kIdempotency, key,
-                 storage::EncodeTimestamped(b.now_ms, record.SerializeAsString()));
+                 Serialized(record, storage::EncodeTimestamped(b.now_ms, {})));
     b.idempotency[key] = std::move(record);
   }
   return response;
@@ -739,6 +745,13 @@ absl::StatusOr<Resp> InventoryCore::Impl::RunIdempotent(std::string_view method,
 
 // ---------------------------------------------------------------------------------------
 // Building blocks.
+
+std::string_view InventoryCore::Impl::Serialized(const google::protobuf::MessageLite& message,
+                                                 std::string_view prefix) {
+  record_buffer_.assign(prefix);
+  message.AppendToString(&record_buffer_);
+  return record_buffer_;
+}
 
 Event* InventoryCore::Impl::NewEvent(Batch& b, std::string_view type, std::string key) {
   if (!b.arena) {
@@ -867,7 +880,7 @@ Reservation& InventoryCore::Impl::HoldLines(Batch& b, const std::vector<Aggregat
                 events::v1::STOCK_CHANGE_CAUSE_RESERVE, id, order_id, "",
                 levels ? levels->Add() : nullptr);
   }
-  b.group->Put(Table::kHolds, id, r.SerializeAsString());
+  b.group->Put(Table::kHolds, id, Serialized(r));
   expiry_index_.emplace(r.expires_at_ms(), id);
   return holds_[id] = std::move(r);
 }
@@ -908,7 +921,7 @@ Reservation InventoryCore::Impl::CloseHold(Batch& b, Reservation& hold,
   closed.set_closed_at_ms(b.now_ms);
   closed.set_close_reason(reason);
   b.group->Delete(Table::kHolds, closed.reservation_id());
-  b.group->Put(Table::kReservations, closed.reservation_id(), closed.SerializeAsString());
+  b.group->Put(Table::kReservations, closed.reservation_id(), Serialized(closed));
   b.closed[closed.reservation_id()] = closed;
   return closed;
 }

@@ -9,6 +9,7 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "heap_stats.h"
 #include "prometheus/exposer.h"
 #include "server/observability.h"
 #include "server/services.h"
@@ -76,6 +77,8 @@ class FeedServer::Impl {
   prometheus::Gauge* rocksdb_memtables_ = nullptr;
   prometheus::Gauge* rocksdb_block_cache_ = nullptr;
   prometheus::Gauge* rocksdb_table_readers_ = nullptr;
+  prometheus::Gauge* heap_allocated_ = nullptr;
+  prometheus::Gauge* heap_free_ = nullptr;
 };
 
 absl::Status FeedServer::Impl::Start() {
@@ -182,6 +185,8 @@ absl::Status FeedServer::Impl::Start() {
   rocksdb_memtables_ = &gauge.Add({{"what", "rocksdb_memtables_bytes"}});
   rocksdb_block_cache_ = &gauge.Add({{"what", "rocksdb_block_cache_bytes"}});
   rocksdb_table_readers_ = &gauge.Add({{"what", "rocksdb_table_readers_bytes"}});
+  heap_allocated_ = &gauge.Add({{"what", "heap_allocated_bytes"}});
+  heap_free_ = &gauge.Add({{"what", "heap_free_bytes"}});
   housekeeping_ = std::thread([this] { Housekeeping(); });
   spdlog::info("feed-server: listening on {} (durability {}, data {}){}{}", address_,
                config_.durability == storage::Durability::kSync ? "sync" : "async",
@@ -204,6 +209,9 @@ void FeedServer::Impl::Housekeeping() {
     rocksdb_memtables_->Set(static_cast<double>(mem.memtables_bytes));
     rocksdb_block_cache_->Set(static_cast<double>(mem.block_cache_bytes));
     rocksdb_table_readers_->Set(static_cast<double>(mem.table_readers_bytes));
+    const HeapStats heap = ReadHeapStats();
+    heap_allocated_->Set(static_cast<double>(heap.allocated_bytes));
+    heap_free_->Set(static_cast<double>(heap.free_bytes));
     if (relay_) {
       auto r = relay_->stats();
       outbox_depth_->Set(static_cast<double>(r.outbox_depth));

@@ -23,9 +23,17 @@ class UnaryCall {
     reactor_->Finish(status);
   }
   grpc::ServerUnaryReactor* reactor() const { return reactor_; }
+  // The call's response message (owned by gRPC), kept here so that a completion needs to
+  // capture only the call: a lambda of one shared_ptr fits AnyInvocable's inline storage.
+  void set_response(void* response) { response_ = response; }
+  template <class Resp>
+  Resp* response() const {
+    return static_cast<Resp*>(response_);
+  }
 
  private:
   grpc::ServerUnaryReactor* reactor_;
+  void* response_ = nullptr;
   CallRecord record_;
   std::atomic<bool> finished_{false};
 };
@@ -63,9 +71,10 @@ grpc::ServerUnaryReactor* Guarded(const ServiceContext& sc, grpc::CallbackServer
 
 template <class Resp>
 core::Done<Resp> ReplyTo(std::shared_ptr<UnaryCall> call, Resp* out) {
-  return [call = std::move(call), out](absl::StatusOr<Resp> result) {
+  call->set_response(out);
+  return [call = std::move(call)](absl::StatusOr<Resp> result) {
     if (result.ok()) {
-      *out = std::move(*result);
+      *call->template response<Resp>() = std::move(*result);
       call->Finish(grpc::Status::OK);
     } else {
       call->Finish(ToGrpcStatus(result.status()));
@@ -80,9 +89,11 @@ grpc::ServerUnaryReactor* Mutation(const ServiceContext& sc, grpc::CallbackServe
                                    void (core::InventoryCore::*apply)(Req, core::Done<Resp>,
                                                                       core::CancelFn)) {
   return Guarded(sc, ctx, method, [&](std::shared_ptr<UnaryCall> call) {
-    Req copy = *request;
-    TakeIdempotencyHeader(ctx, copy);
-    (sc.core->*apply)(std::move(copy), ReplyTo(std::move(call), response), CancelledBy(ctx));
+    // gRPC allocated the request for this call (a mutable message behind a const pointer)
+    // and does not read it after the handler: moving it into the command saves a deep copy.
+    Req& owned = const_cast<Req&>(*request);
+    TakeIdempotencyHeader(ctx, owned);
+    (sc.core->*apply)(std::move(owned), ReplyTo(std::move(call), response), CancelledBy(ctx));
   });
 }
 
