@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything the build, the tests and the local stack need on a fresh Debian 12
 # machine: Debian packages (apt) and, with --go-tools, grpcurl, grpc-health-probe and ghz
-# (go install, into .cache/gobin); with --clang also clang-14 (the ThreadSanitizer build).
-# Idempotent and quick when everything is there.
+# (go install, into .cache/gobin). Idempotent and quick when everything is there.
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
@@ -14,9 +13,6 @@ PACKAGES=(
   prometheus-cpp-dev libcli11-dev nlohmann-json3-dev libgoogle-perftools-dev
   kcat curl procps default-jre-headless maven
 )
-for arg in "$@"; do
-  [ "$arg" = "--clang" ] && PACKAGES+=(clang-14)
-done
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -10,10 +10,7 @@ set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
 
-DEPS_ARGS=(--go-tools)
-# The ThreadSanitizer build needs clang (see the top-level CMakeLists.txt).
-[ "${FEED_SANITIZE:-}" = thread ] && DEPS_ARGS+=(--clang)
-compose/install-deps.sh "${DEPS_ARGS[@]}"
+compose/install-deps.sh --go-tools
 export PATH="$REPO/.cache/gobin:$PATH"
 
 BUILD="${BUILD_DIR:-$REPO/build}"
@@ -21,8 +18,6 @@ CMAKE_ARGS=(-DCMAKE_BUILD_TYPE=RelWithDebInfo)
 if [ -n "${FEED_SANITIZE:-}" ]; then
   BUILD="${BUILD_DIR:-$REPO/build-${FEED_SANITIZE//,/-}}"
   CMAKE_ARGS+=(-DFEED_SANITIZE="$FEED_SANITIZE" -DFEED_BUILD_BENCH=OFF)
-  [ "$FEED_SANITIZE" = thread ] &&
-    CMAKE_ARGS+=(-DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14)
   # Intercepted libc calls made inside Debian's uninstrumented libraries are not races of ours.
   export TSAN_OPTIONS="suppressions=$REPO/tests/sanitizers/tsan.supp ${TSAN_OPTIONS:-}"
 fi

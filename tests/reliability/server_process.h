@@ -88,22 +88,42 @@ class ServerProcess {
     return 0;
   }
 
-  // The server's `feed_state{what=...}` gauges from /metrics (empty if it cannot be read).
-  std::map<std::string, double> StateGauges() const {
-    std::map<std::string, double> gauges;
+  // Every sample of the server's /metrics: "name{labels}" -> value (empty if unreadable).
+  std::map<std::string, double> Metrics() const {
+    std::map<std::string, double> samples;
     const std::string command = "curl -sf http://" + metrics_address_ + "/metrics";
     FILE* pipe = popen(command.c_str(), "r");
-    if (pipe == nullptr) return gauges;
-    const std::string prefix = "feed_state{what=\"";
-    char line[512];
+    if (pipe == nullptr) return samples;
+    char line[1024];
     while (std::fgets(line, sizeof line, pipe) != nullptr) {
       const std::string text = line;
-      const size_t name_end = text.find("\"} ");
-      if (text.rfind(prefix, 0) != 0 || name_end == std::string::npos) continue;
-      gauges[text.substr(prefix.size(), name_end - prefix.size())] = std::stod(text.substr(name_end + 3));
+      const size_t space = text.rfind(' ');
+      if (text.empty() || text[0] == '#' || space == std::string::npos) continue;
+      samples[text.substr(0, space)] = std::stod(text.substr(space + 1));
     }
-    if (pclose(pipe) != 0) gauges.clear();
+    if (pclose(pipe) != 0) samples.clear();
+    return samples;
+  }
+
+  // The `feed_state{what="X"}` gauges: X -> value.
+  std::map<std::string, double> StateGauges() const {
+    std::map<std::string, double> gauges;
+    const std::string prefix = "feed_state{what=\"";
+    for (const auto& [series, value] : Metrics()) {
+      if (series.rfind(prefix, 0) == 0 && series.size() > prefix.size() + 2) {
+        gauges[series.substr(prefix.size(), series.size() - prefix.size() - 2)] = value;
+      }
+    }
     return gauges;
+  }
+
+  // The sum of every series of metric `name` (-1 if it has none).
+  double MetricTotal(const std::string& name) const {
+    double total = -1;
+    for (const auto& [series, value] : Metrics()) {
+      if (series == name || series.rfind(name + "{", 0) == 0) total = (total < 0 ? 0 : total) + value;
+    }
+    return total;
   }
 
   // RocksDB's memtables plus its block cache, in KB: memory the server holds on purpose,

@@ -124,6 +124,11 @@ absl::StatusOr<ParseResult> ParseServerConfig(int argc, char** argv) {
                      "time in-flight calls get to finish on SIGTERM")
           ->check(CLI::Range(int64_t{0}, int64_t{600000})),
       "FEED_SHUTDOWN_GRACE_MS");
+  env(app.add_option("--max-free-heap-mb", c.max_free_heap_mb,
+                     "free heap the allocator may keep; above it free pages go back to the OS "
+                     "(0 = never)")
+          ->check(CLI::Range(int64_t{0}, int64_t{1} << 20)),
+      "FEED_MAX_FREE_HEAP_MB");
 
   auto& k = c.kafka;
   std::vector<std::string> kafka_properties;

@@ -79,6 +79,8 @@ class FeedServer::Impl {
   prometheus::Gauge* rocksdb_table_readers_ = nullptr;
   prometheus::Gauge* heap_allocated_ = nullptr;
   prometheus::Gauge* heap_free_ = nullptr;
+  prometheus::Gauge* heap_cached_ = nullptr;
+  prometheus::Counter* heap_releases_ = nullptr;
 };
 
 absl::Status FeedServer::Impl::Start() {
@@ -187,6 +189,12 @@ absl::Status FeedServer::Impl::Start() {
   rocksdb_table_readers_ = &gauge.Add({{"what", "rocksdb_table_readers_bytes"}});
   heap_allocated_ = &gauge.Add({{"what", "heap_allocated_bytes"}});
   heap_free_ = &gauge.Add({{"what", "heap_free_bytes"}});
+  heap_cached_ = &gauge.Add({{"what", "heap_cached_bytes"}});
+  heap_releases_ = &prometheus::BuildCounter()
+                        .Name("feed_heap_releases_total")
+                        .Help("times free heap pages went back to the OS (--max-free-heap-mb)")
+                        .Register(*metrics_.registry())
+                        .Add({});
   housekeeping_ = std::thread([this] { Housekeeping(); });
   spdlog::info("feed-server: listening on {} (durability {}, data {}){}{}", address_,
                config_.durability == storage::Durability::kSync ? "sync" : "async",
@@ -209,9 +217,16 @@ void FeedServer::Impl::Housekeeping() {
     rocksdb_memtables_->Set(static_cast<double>(mem.memtables_bytes));
     rocksdb_block_cache_->Set(static_cast<double>(mem.block_cache_bytes));
     rocksdb_table_readers_->Set(static_cast<double>(mem.table_readers_bytes));
-    const HeapStats heap = ReadHeapStats();
+    HeapStats heap = ReadHeapStats();
+    if (config_.max_free_heap_mb > 0 &&
+        heap.free_bytes > static_cast<size_t>(config_.max_free_heap_mb) << 20) {
+      ReleaseFreeHeap();
+      heap_releases_->Increment();
+      heap = ReadHeapStats();
+    }
     heap_allocated_->Set(static_cast<double>(heap.allocated_bytes));
     heap_free_->Set(static_cast<double>(heap.free_bytes));
+    heap_cached_->Set(static_cast<double>(heap.cached_bytes));
     if (relay_) {
       auto r = relay_->stats();
       outbox_depth_->Set(static_cast<double>(r.outbox_depth));

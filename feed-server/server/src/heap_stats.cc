@@ -15,6 +15,14 @@ GetNumericProperty TcmallocProperty() {
   return fn;
 }
 
+using ReleaseFreeMemory = void (*)();
+
+ReleaseFreeMemory TcmallocRelease() {
+  static const auto fn =
+      reinterpret_cast<ReleaseFreeMemory>(dlsym(RTLD_DEFAULT, "MallocExtension_ReleaseFreeMemory"));
+  return fn;
+}
+
 }  // namespace
 
 HeapStats ReadHeapStats() {
@@ -27,13 +35,22 @@ HeapStats ReadHeapStats() {
     property("tcmalloc.thread_cache_free_bytes", &thread_free);
     property("tcmalloc.transfer_cache_free_bytes", &transfer_free);
     stats.allocated_bytes = allocated;
-    stats.free_bytes = page_heap_free + central_free + thread_free + transfer_free;
+    stats.free_bytes = page_heap_free;
+    stats.cached_bytes = central_free + thread_free + transfer_free;
     return stats;
   }
   const struct mallinfo2 info = mallinfo2();
   stats.allocated_bytes = info.uordblks + info.hblkhd;
   stats.free_bytes = info.fordblks;
   return stats;
+}
+
+void ReleaseFreeHeap() {
+  if (ReleaseFreeMemory release = TcmallocRelease()) {
+    release();
+  } else {
+    malloc_trim(0);
+  }
 }
 
 }  // namespace feed::server

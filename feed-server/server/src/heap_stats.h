@@ -9,11 +9,19 @@ namespace feed::server {
 
 struct HeapStats {
   size_t allocated_bytes = 0;
+  // Whole free pages, which ReleaseFreeHeap() can give back to the OS.
   size_t free_bytes = 0;
+  // Small freed objects kept in tcmalloc's per-thread and central caches (bounded by
+  // tcmalloc's own limits; 0 on glibc).
+  size_t cached_bytes = 0;
 };
 
 // From tcmalloc's MallocExtension when the process runs on tcmalloc (looked up at run time,
 // so the same code serves the glibc build), else from glibc's mallinfo2().
 HeapStats ReadHeapStats();
+
+// Returns the allocator's free pages to the OS (tcmalloc's ReleaseFreeMemory, glibc's
+// malloc_trim).
+void ReleaseFreeHeap();
 
 }  // namespace feed::server
