@@ -136,7 +136,8 @@ for i in range(1, slices + 1):
                    - int(rocks.get("rocksdb_block_cache_bytes", 0)),
                rocks="/".join(f"{rocks.get(k, 0):.0f}" for k in (
                    "rocksdb_memtables_bytes", "rocksdb_block_cache_bytes", "rocksdb_table_readers_bytes")),
-               heap=f"{rocks.get('heap_allocated_bytes', 0):.0f}/{rocks.get('heap_free_bytes', 0):.0f}",
+               heap="/".join(f"{rocks.get(k, 0):.0f}" for k in (
+                   "heap_allocated_bytes", "heap_free_bytes", "heap_cached_bytes")),
                outbox=outbox, cpu=r.get("server_cpu_cores"))
     rows.append(row)
     if row["errors"]:
@@ -156,7 +157,7 @@ with open(report, "w") as f:
     f.write(f"Soak: {slices} slices of {slice_s} s (sync durability, Kafka relay on)\n\n")
     f.write("| slice | Reserve/s | p50 ms | p99 ms | CreateOrder/s | p99 ms | watch lag p99 ms "
             "| errors | RSS MB | RSS less RocksDB cache+memtables | RocksDB MB: memtables/cache/readers "
-            "| heap MB: allocated (incl. RocksDB)/free | fds (+ .sst) | outbox | server cores |\n|" + "---|" * 15 + "\n")
+            "| heap MB: allocated (incl. RocksDB)/free pages/caches | fds (+ .sst) | outbox | server cores |\n|" + "---|" * 15 + "\n")
     for r in rows:
         f.write(f"| {r['i']} | {r['rps']:,.0f} | {r['p50']:.2f} | {r['p99']:.2f} | {r['ops']:,.0f} "
                 f"| {r['op99']:.2f} | {r['wlag']:.1f} | {r['errors']} | {r['rss']} | {r['own']} | {r['rocks']} | {r['heap']} | {r['fds']} (+{r['ssts']}) "

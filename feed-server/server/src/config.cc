@@ -125,8 +125,8 @@ absl::StatusOr<ParseResult> ParseServerConfig(int argc, char** argv) {
           ->check(CLI::Range(int64_t{0}, int64_t{600000})),
       "FEED_SHUTDOWN_GRACE_MS");
   env(app.add_option("--max-free-heap-mb", c.max_free_heap_mb,
-                     "free heap the allocator may keep; above it free pages go back to the OS "
-                     "(0 = never)")
+                     "free heap the allocator may keep: free pages above it go back to the OS, "
+                     "thread caches stay within it (0 = no limit)")
           ->check(CLI::Range(int64_t{0}, int64_t{1} << 20)),
       "FEED_MAX_FREE_HEAP_MB");
 

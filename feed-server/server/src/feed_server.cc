@@ -195,6 +195,9 @@ absl::Status FeedServer::Impl::Start() {
                         .Help("times free heap pages went back to the OS (--max-free-heap-mb)")
                         .Register(*metrics_.registry())
                         .Add({});
+  if (config_.max_free_heap_mb > 0) {
+    LimitThreadCaches(static_cast<size_t>(config_.max_free_heap_mb) << 20);
+  }
   housekeeping_ = std::thread([this] { Housekeeping(); });
   spdlog::info("feed-server: listening on {} (durability {}, data {}){}{}", address_,
                config_.durability == storage::Durability::kSync ? "sync" : "async",

@@ -15,6 +15,8 @@ GetNumericProperty TcmallocProperty() {
   return fn;
 }
 
+using SetNumericProperty = int (*)(const char* property, size_t value);
+
 using ReleaseFreeMemory = void (*)();
 
 ReleaseFreeMemory TcmallocRelease() {
@@ -43,6 +45,12 @@ HeapStats ReadHeapStats() {
   stats.allocated_bytes = info.uordblks + info.hblkhd;
   stats.free_bytes = info.fordblks;
   return stats;
+}
+
+void LimitThreadCaches(size_t bytes) {
+  static const auto set = reinterpret_cast<SetNumericProperty>(
+      dlsym(RTLD_DEFAULT, "MallocExtension_SetNumericProperty"));
+  if (set) set("tcmalloc.max_total_thread_cache_bytes", bytes);
 }
 
 void ReleaseFreeHeap() {

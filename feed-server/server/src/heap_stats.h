@@ -24,4 +24,7 @@ HeapStats ReadHeapStats();
 // malloc_trim).
 void ReleaseFreeHeap();
 
+// Caps tcmalloc's per-thread caches, all threads together, at `bytes` (no-op on glibc).
+void LimitThreadCaches(size_t bytes);
+
 }  // namespace feed::server

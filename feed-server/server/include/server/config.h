@@ -64,10 +64,11 @@ struct ServerConfig {
   // (gRPC's own default is 120 s, long enough for a slowloris to hold thousands of fds).
   int64_t handshake_timeout_ms = 10000;
   int64_t shutdown_grace_ms = 10000;
-  // Free memory the allocator (tcmalloc) may keep for reuse; above it, checked once a
-  // second, its free pages go back to the OS (0 = never). Bursts (a wave of slow streams
-  // ended, a large snapshot sent) otherwise leave RSS at their peak for good.
-  int64_t max_free_heap_mb = 32;
+  // Free memory the allocator (tcmalloc) may keep for reuse: its free pages above this go
+  // back to the OS (checked once a second), and its per-thread caches together stay within
+  // it (0 = no limit: tcmalloc's defaults). Bursts (a wave of slow streams ended, a large
+  // snapshot sent) otherwise leave RSS at their peak for good.
+  int64_t max_free_heap_mb = 16;
 
   KafkaConfig kafka;
 };
