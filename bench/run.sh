@@ -187,33 +187,34 @@ stop
 # 6. Heap allocated per unary Reserve on the server: a counting allocator preloaded into the
 #    server built without tcmalloc; the difference between a 10 s run and a 0.5 s run, per call.
 #    The echo server (glibc malloc too) the same way: gRPC's own per-call floor, side by side.
+# heap_count PREFIX BASE_LOAD RUN_LOAD SERVER_FN LOADGEN-ARGS...: SERVER_FN <base|run>
+# (which execs the server) under the counting allocator, writing $OUT/PREFIX_<base|run>.txt
+# at exit; the load generator at 32 in flight for 0.5 s (BASE_LOAD) and 10 s (RUN_LOAD).
+heap_count() {
+  local prefix="$1" base_load="$2" run_load="$3" server="$4" n
+  shift 4
+  for n in base run; do
+    (export ALLOC_COUNTER_OUT="$OUT/${prefix}_$n.txt" LD_PRELOAD="$BUILD/bench/liballoc_counter.so"
+     "$server" "$n") >"$WORK/$prefix-$n.log" 2>&1 &
+    PID=$!
+    wait_port "$PORT"
+    if [ "$n" = run ]; then
+      load "$run_load" --concurrency 32 --duration-s 10 --warmup-s 0 "$@"
+    else
+      load "$base_load" --concurrency 32 --duration-s 0.5 --warmup-s 0 "$@"
+    fi
+    stop
+  done
+}
+heap_echo_server() { exec "$ECHO" --listen "$ADDR" --api callback; }
+heap_feed_server() {
+  exec "$BUILD/bench/feed-server-glibc" --listen "$ADDR" --metrics-listen "" \
+    --data-dir "$WORK/data-heap-$1" --log-rpcs false --durability async
+}
 if [ -z "${SKIP_HEAP:-}" ]; then
   say "heap: counting allocator"
-  for n in base run; do
-    ALLOC_COUNTER_OUT="$OUT/heap_echo_$n.txt" LD_PRELOAD="$BUILD/bench/liballoc_counter.so" \
-      "$ECHO" --listen "$ADDR" --api callback >"$WORK/heap-echo-$n.log" 2>&1 &
-    PID=$!
-    wait_port "$PORT"
-    if [ "$n" = run ]; then
-      load heap_echo --scenario echo --concurrency 32 --duration-s 10 --warmup-s 0
-    else
-      load heap_echo_base --scenario echo --concurrency 32 --duration-s 0.5 --warmup-s 0
-    fi
-    stop
-  done
-  for n in base run; do
-    ALLOC_COUNTER_OUT="$OUT/heap_$n.txt" LD_PRELOAD="$BUILD/bench/liballoc_counter.so" \
-      "$BUILD/bench/feed-server-glibc" --listen "$ADDR" --metrics-listen "" \
-      --data-dir "$WORK/data-heap-$n" --log-rpcs false --durability async >"$WORK/heap-$n.log" 2>&1 &
-    PID=$!
-    wait_port "$PORT"
-    if [ "$n" = run ]; then
-      load heap_reserve --scenario reserve --concurrency 32 --duration-s 10 --warmup-s 0 "${COMMON[@]}"
-    else
-      load heap_base --scenario reserve --concurrency 32 --duration-s 0.5 --warmup-s 0 "${COMMON[@]}"
-    fi
-    stop
-  done
+  heap_count heap_echo heap_echo_base heap_echo heap_echo_server --scenario echo
+  heap_count heap heap_base heap_reserve heap_feed_server --scenario reserve "${COMMON[@]}"
 fi
 
 python3 bench/report.py "$OUT" bench/RESULTS.md

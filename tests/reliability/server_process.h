@@ -129,8 +129,9 @@ class ServerProcess {
   // RocksDB's memtables plus its block cache, in KB: memory the server holds on purpose,
   // bounded by its configuration (-1 when /metrics cannot be read). Memory checks subtract
   // it so that what they compare is the rest of the process.
-  long RocksDbCachesKb() const {
-    const auto gauges = StateGauges();
+  long RocksDbCachesKb() const { return RocksDbCachesKb(StateGauges()); }
+  // The same from gauges already read with StateGauges().
+  static long RocksDbCachesKb(const std::map<std::string, double>& gauges) {
     const auto memtables = gauges.find("rocksdb_memtables_bytes");
     const auto cache = gauges.find("rocksdb_block_cache_bytes");
     if (memtables == gauges.end() || cache == gauges.end()) return -1;

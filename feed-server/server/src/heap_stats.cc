@@ -6,30 +6,24 @@
 namespace feed::server {
 namespace {
 
-// gperftools' C interface (malloc_extension_c.h), present only when tcmalloc is linked in.
+// gperftools' C interface (malloc_extension_c.h), present only when tcmalloc is linked in:
+// looked up at run time, nullptr otherwise.
+template <class Fn>
+Fn TcmallocFunction(const char* name) {
+  return reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, name));
+}
+
 using GetNumericProperty = int (*)(const char* property, size_t* value);
-
-GetNumericProperty TcmallocProperty() {
-  static const auto fn = reinterpret_cast<GetNumericProperty>(
-      dlsym(RTLD_DEFAULT, "MallocExtension_GetNumericProperty"));
-  return fn;
-}
-
 using SetNumericProperty = int (*)(const char* property, size_t value);
-
 using ReleaseFreeMemory = void (*)();
-
-ReleaseFreeMemory TcmallocRelease() {
-  static const auto fn =
-      reinterpret_cast<ReleaseFreeMemory>(dlsym(RTLD_DEFAULT, "MallocExtension_ReleaseFreeMemory"));
-  return fn;
-}
 
 }  // namespace
 
 HeapStats ReadHeapStats() {
   HeapStats stats;
-  if (GetNumericProperty property = TcmallocProperty()) {
+  static const auto property =
+      TcmallocFunction<GetNumericProperty>("MallocExtension_GetNumericProperty");
+  if (property) {
     size_t allocated = 0, page_heap_free = 0, central_free = 0, thread_free = 0, transfer_free = 0;
     property("generic.current_allocated_bytes", &allocated);
     property("tcmalloc.pageheap_free_bytes", &page_heap_free);
@@ -48,13 +42,15 @@ HeapStats ReadHeapStats() {
 }
 
 void LimitThreadCaches(size_t bytes) {
-  static const auto set = reinterpret_cast<SetNumericProperty>(
-      dlsym(RTLD_DEFAULT, "MallocExtension_SetNumericProperty"));
+  static const auto set =
+      TcmallocFunction<SetNumericProperty>("MallocExtension_SetNumericProperty");
   if (set) set("tcmalloc.max_total_thread_cache_bytes", bytes);
 }
 
 void ReleaseFreeHeap() {
-  if (ReleaseFreeMemory release = TcmallocRelease()) {
+  static const auto release =
+      TcmallocFunction<ReleaseFreeMemory>("MallocExtension_ReleaseFreeMemory");
+  if (release) {
     release();
   } else {
     malloc_trim(0);
