@@ -328,16 +328,13 @@ TEST_F(ConnectionAbuse, PingFloodsGetGoAwayEnhanceYourCalm) {
       std::string in;
       bool goaway = false, closed = false;
       const std::string ping = Frame(kPing, 0, std::string(8, 'p'));
-      for (int p = 0; p < 10000 && !goaway && !closed; ++p) {
-        if (send(fd, ping.data(), ping.size(), MSG_NOSIGNAL | MSG_DONTWAIT) < 0 &&
-            errno != EAGAIN) {
-          closed = true;
-        }
+      // Reads what the server sent and parses whole frames from the start of `in` (its
+      // SETTINGS, ACKs, GOAWAY).
+      auto read_frames = [&] {
         char buf[4096];
         ssize_t got;
         while ((got = recv(fd, buf, sizeof buf, MSG_DONTWAIT)) > 0) in.append(buf, got);
         if (got == 0) closed = true;
-        // Parse whole frames from the start of `in` (the server's SETTINGS, ACKs, GOAWAY).
         size_t pos = 0;
         while (in.size() - pos >= 9) {
           const auto* h = reinterpret_cast<const unsigned char*>(in.data() + pos);
@@ -352,7 +349,21 @@ TEST_F(ConnectionAbuse, PingFloodsGetGoAwayEnhanceYourCalm) {
           pos += 9 + len;
         }
         in.erase(0, pos);
+      };
+      for (int p = 0; p < 10000 && !goaway && !closed; ++p) {
+        if (send(fd, ping.data(), ping.size(), MSG_NOSIGNAL | MSG_DONTWAIT) < 0 &&
+            errno != EAGAIN) {
+          closed = true;
+        }
+        read_frames();
         if (p % 100 == 99) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      // The flood can be all sent before the server has read two of its pings: its verdict
+      // (the GOAWAY) may still be on the way.
+      for (auto until = Clock::now() + std::chrono::seconds(5);
+           !goaway && !closed && Clock::now() < until;) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        read_frames();
       }
       calmed += goaway ? 1 : 0;
       // After the GOAWAY the server closes the connection.
