@@ -32,7 +32,7 @@ int main(int argc, char** argv) {
   auto server = feed::server::FeedServer::Start(config);
   if (!server.ok()) {
     spdlog::critical("feed-server: cannot start: {}", server.status().ToString());
-    spdlog::shutdown();
+    feed::server::ShutdownLogging();
     return 1;
   }
   // One line on stdout that scripts can wait for.
@@ -42,6 +42,6 @@ int main(int argc, char** argv) {
   spdlog::info("feed-server: received {}", received == SIGTERM ? "SIGTERM" : "SIGINT");
   (*server)->Shutdown();
   server->reset();
-  spdlog::shutdown();
+  feed::server::ShutdownLogging();
   return 0;
 }

@@ -191,7 +191,8 @@ class ConnectionAbuse : public ::testing::Test {
   // After a wave: the server's fds are back to the baseline (a few of gRPC's own may come and
   // go), and the memory of this round is no more than the first round's + `slack_kb`.
   void ExpectReclaimed(const char* wave, int round, int peak_fds, long* first_round_kb) {
-    const int after = WaitFds(*server_, baseline_fds_ + 4, std::chrono::seconds(10));
+    const int after =
+        WaitFds(*server_, baseline_fds_ + 4, std::chrono::seconds(10 * testing::kSlowdown));
     const long rss = server_->RssKb();
     Report(wave, round, peak_fds, after, rss);
     EXPECT_LE(after, baseline_fds_ + 4) << wave << ": file descriptors left open";
@@ -231,7 +232,9 @@ TEST_F(ConnectionAbuse, SilentSocketsAreClosedAfterTheHandshakeTimeout) {
     int early = 0;
     for (int fd : fds) early += ClosedByServer(fd) ? 1 : 0;
     EXPECT_EQ(early, 0) << "closed before the handshake timeout";
-    EXPECT_EQ(WaitAllClosed(fds, std::chrono::milliseconds(kHandshakeTimeoutMs + 8000)), 0);
+    EXPECT_EQ(WaitAllClosed(fds, std::chrono::milliseconds(kHandshakeTimeoutMs +
+                                                           8000 * testing::kSlowdown)),
+              0);
     for (int fd : fds) close(fd);
     ExpectReclaimed("silent sockets", round, peak, &first_kb);
   }
@@ -303,12 +306,15 @@ TEST_F(ConnectionAbuse, HalfOpenPeersAreClosedByKeepalive) {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
     const int peak = server_->OpenFds();
     EXPECT_GE(peak, baseline_fds_ + n * 9 / 10);
-    EXPECT_EQ(WaitAllClosed(fds, std::chrono::milliseconds(kIdleMs + 8000)), 0);
+    EXPECT_EQ(WaitAllClosed(fds, std::chrono::milliseconds(kIdleMs + 8000 * testing::kSlowdown)),
+              0);
     const auto took =
         std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count();
     std::printf("[ abuse    ] half-open peers closed after %lld ms\n",
                 static_cast<long long>(took));
-    EXPECT_LT(took, kIdleMs) << "closed by the idle timeout, not by keepalive";
+    if (testing::kCheckFigures) {
+      EXPECT_LT(took, kIdleMs) << "closed by the idle timeout, not by keepalive";
+    }
     for (int fd : fds) close(fd);
     ExpectReclaimed("half-open peers", round, peak, &first_kb);
   }
@@ -367,7 +373,7 @@ TEST_F(ConnectionAbuse, PingFloodsGetGoAwayEnhanceYourCalm) {
       }
       calmed += goaway ? 1 : 0;
       // After the GOAWAY the server closes the connection.
-      EXPECT_EQ(WaitAllClosed({fd}, std::chrono::seconds(5)), 0);
+      EXPECT_EQ(WaitAllClosed({fd}, std::chrono::seconds(5 * testing::kSlowdown)), 0);
       close(fd);
     }
     // (Under a sanitizer a flooder may send its 10,000 pings before the server has judged

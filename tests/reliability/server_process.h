@@ -31,6 +31,9 @@ namespace feed::testing {
 // still run in full (memory errors, UB and races are what that build checks), but figures
 // of time and memory are asserted only in the normal build.
 inline constexpr bool kCheckFigures = !FEED_SANITIZED;
+// How much longer a test waits for something the server will do (close a socket, reach a
+// state) in that build; TSan slows the server down about tenfold.
+inline constexpr int kSlowdown = FEED_SANITIZED ? 10 : 1;
 
 class ServerProcess {
  public:

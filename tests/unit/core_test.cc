@@ -1662,6 +1662,26 @@ TEST_F(CoreTest, RecoveryRefusesABrokenInvariant) {
   check_invariants_ = false;
 }
 
+TEST_F(CoreTest, RecoveryRefusesAHoldOnALevelThatDoesNotExist) {
+  ASSERT_OK(Adjust("sku-a", 10));
+  core_.reset();
+  // An open hold whose line names a level the stock table does not have.
+  inv::Reservation orphan;
+  orphan.set_reservation_id("r-orphan");
+  orphan.set_state(inv::RESERVATION_STATE_HELD);
+  orphan.set_expires_at_ms(clock_.NowMillis() + 60'000);
+  auto* line = orphan.add_lines();
+  line->set_sku("sku-gone");
+  line->set_location("wh-9");
+  line->set_quantity(2);
+  auto group = store_.NewWriteGroup();
+  group->Put(Table::kHolds, orphan.reservation_id(), orphan.SerializeAsString());
+  ASSERT_OK(store_.Commit(*group, storage::CommitMode::kConfigured));
+  auto c = InventoryCore::Open(store_, clock_, options_);
+  EXPECT_TRUE(IsError(c, absl::StatusCode::kDataLoss, "of sku 'sku-gone' at 'wh-9'"));
+  check_invariants_ = false;
+}
+
 // =========================================================================================
 // Failures, limits, shutdown
 

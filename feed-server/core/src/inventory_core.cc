@@ -8,11 +8,13 @@
 #include "core/level_key.h"
 
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <random>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -365,9 +367,18 @@ absl::Status InventoryCore::Impl::Recover() {
   }
 
   // The two tables are independent: read them on two threads (startup with a million levels
-  // and a million holds is mostly protobuf parsing).
+  // and a million holds is mostly protobuf parsing and hash-map inserts). Every index is
+  // sized from the store's estimate first, so none is rehashed while it grows.
+  const auto started = std::chrono::steady_clock::now();
+  auto ms_since = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::steady_clock::now() - t)
+        .count();
+  };
+  int64_t stock_ms = 0, holds_ms = 0;
   absl::Status stock_error, holds_error;
   std::thread stock_reader([&] {
+    levels_.reserve(store_.ApproximateCount(Table::kStock));
     absl::Status parse_error;
     stock_error = store_.Scan(Table::kStock, "", "", [&](std::string_view key, std::string_view value) {
       StockLevel p;
@@ -380,32 +391,53 @@ absl::Status InventoryCore::Impl::Recover() {
       return true;
     });
     if (stock_error.ok()) stock_error = parse_error;
+    stock_ms = ms_since(started);
   });
-  absl::flat_hash_map<std::string, int64_t> held;
+  // What the open holds reserve per (sku, location), keyed by views into holds_ (its nodes
+  // do not move), so summing a million lines allocates nothing per line.
+  absl::flat_hash_map<std::pair<std::string_view, std::string_view>, int64_t> held;
   {
+    const size_t estimate = store_.ApproximateCount(Table::kHolds);
+    holds_.reserve(estimate);
+    held.reserve(estimate);
+    std::vector<std::pair<int64_t, const std::string*>> expiring;
+    expiring.reserve(estimate);
     absl::Status parse_error;
     holds_error = store_.Scan(Table::kHolds, "", "", [&](std::string_view key, std::string_view value) {
-      Reservation r;
+      Reservation& r = holds_.try_emplace(std::string(key)).first->second;  // parsed in place
       if (!r.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
         parse_error = absl::DataLossError("hold record is corrupt");
         return false;
       }
-      for (const auto& line : r.lines()) held[LevelKey(line.sku(), line.location())] += line.quantity();
-      expiry_index_.emplace_hint(expiry_index_.end(), r.expires_at_ms(), r.reservation_id());
-      holds_.emplace(std::string(key), std::move(r));
+      for (const auto& line : r.lines()) held[{line.sku(), line.location()}] += line.quantity();
+      expiring.emplace_back(r.expires_at_ms(), &r.reservation_id());
       return true;
     });
     if (holds_error.ok()) holds_error = parse_error;
+    // Sorted first, the expiry index is built by appending (a tree insert per hold in key
+    // order took most of a second for a million).
+    std::sort(expiring.begin(), expiring.end(), [](const auto& a, const auto& b) {
+      return std::tie(a.first, *a.second) < std::tie(b.first, *b.second);
+    });
+    for (const auto& [expires_at_ms, id] : expiring) {
+      expiry_index_.emplace_hint(expiry_index_.end(), expires_at_ms, *id);
+    }
+    holds_ms = ms_since(started);
   }
   stock_reader.join();
   if (!stock_error.ok()) return stock_error;
   if (!holds_error.ok()) return holds_error;
 
   // The invariants of DESIGN section 3, checked on every start.
+  size_t levels_with_holds = 0;
   for (const auto& [key, level] : levels_) {
-    auto it = held.find(key);
-    int64_t sum = it == held.end() ? 0 : it->second;
     auto [sku, location] = SplitLevelKey(key);
+    auto it = held.find(std::pair(sku, location));
+    int64_t sum = 0;
+    if (it != held.end()) {
+      sum = it->second;
+      ++levels_with_holds;
+    }
     if (sum != level.reserved) {
       return absl::DataLossError(StrCat("invariant broken: sku '", sku, "' at '", location,
                                               "' has reserved ", level.reserved,
@@ -416,17 +448,23 @@ absl::Status InventoryCore::Impl::Recover() {
                                               "' has negative available"));
     }
   }
-  for (const auto& [key, sum] : held) {
-    if (!levels_.contains(key)) {
-      return absl::DataLossError("invariant broken: a hold names a level that does not exist");
+  if (levels_with_holds != held.size()) {
+    for (const auto& [line, sum] : held) {
+      if (!levels_.contains(LevelKey(line.first, line.second))) {
+        return absl::DataLossError(StrCat("invariant broken: open holds reserve ", sum, " of sku '",
+                                          line.first, "' at '", line.second,
+                                          "', a level that does not exist"));
+      }
     }
   }
   feed_.Reset(next_sequence_ - 1);
   stat_holds_ = holds_.size();
   stat_levels_ = levels_.size();
   next_sweep_ms_ = clock_.NowMillis() + options_.sweep_interval_ms;
-  spdlog::info("core: recovered {} stock levels, {} open holds, next sequence {}, store id {}",
-               levels_.size(), holds_.size(), next_sequence_, store_id_);
+  spdlog::info("core: recovered {} stock levels, {} open holds, next sequence {}, store id {} "
+               "in {} ms (stock read in {} ms, holds in {} ms, alongside)",
+               levels_.size(), holds_.size(), next_sequence_, store_id_, ms_since(started), stock_ms,
+               holds_ms);
   return absl::OkStatus();
 }
 

@@ -67,6 +67,16 @@ void SetupLogging(const std::string& format, const std::string& level) {
   spdlog::flush_on(spdlog::level::warn);
 }
 
+void ShutdownLogging() {
+  // spdlog::shutdown() drops the loggers before it joins the logging thread. Their last
+  // owner is then whichever thread releases them last, ordered only by a reference count
+  // inside Debian's (uninstrumented) libspdlog, which TSan cannot see. Holding them here
+  // until the thread is joined makes the order plain: the join, then the frees.
+  std::vector<std::shared_ptr<spdlog::logger>> loggers;
+  spdlog::apply_all([&](std::shared_ptr<spdlog::logger> l) { loggers.push_back(std::move(l)); });
+  spdlog::shutdown();
+}
+
 Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
   calls_ = &prometheus::BuildCounter()
                 .Name("feed_rpc_calls_total")

@@ -81,6 +81,9 @@ class Store : public ReadView {
     size_t table_readers_bytes = 0;    // index and filter blocks outside the cache
   };
   virtual MemoryUsage memory_usage() const { return {}; }
+  // Roughly how many keys `table` holds (0 when unknown): sizes in-memory indexes before a
+  // full scan, so a large recovery does not rehash them again and again.
+  virtual size_t ApproximateCount(Table table) const { return 0; }
 };
 
 // Key and value encodings shared by the writer and the relay.

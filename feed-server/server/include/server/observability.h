@@ -19,6 +19,8 @@ namespace feed::server {
 
 // Installs the default logger and the "rpc" logger. json: one JSON object per line.
 void SetupLogging(const std::string& format, const std::string& level);
+// Stops the logging thread after it has written every queued line, then frees the loggers.
+void ShutdownLogging();
 
 class Metrics {
  public:
