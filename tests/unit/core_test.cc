@@ -1682,6 +1682,43 @@ TEST_F(CoreTest, RecoveryRefusesAHoldOnALevelThatDoesNotExist) {
   check_invariants_ = false;
 }
 
+// The writer keeps open holds as plain structs rebuilt from the records: a record that is
+// not a HELD reservation under its own id must stop recovery, not become a hold.
+TEST_F(CoreTest, RecoveryRefusesAHoldRecordThatIsNotAnOpenHoldUnderItsId) {
+  ASSERT_OK(Adjust("sku-a", 10));
+  ASSERT_OK(Reserve({{"sku-a", 2}}, "r-1"));
+  core_.reset();
+  for (auto spoil : {+[](inv::Reservation& r) { r.set_state(inv::RESERVATION_STATE_RELEASED); },
+                     +[](inv::Reservation& r) { r.set_reservation_id("r-other"); }}) {
+    auto stored = store_.Get(Table::kHolds, "r-1");
+    ASSERT_OK(stored);
+    ASSERT_TRUE(stored->has_value());
+    inv::Reservation record;
+    ASSERT_TRUE(record.ParseFromString(**stored));
+    ASSERT_EQ(record.state(), inv::RESERVATION_STATE_HELD);
+    spoil(record);
+    auto group = store_.NewWriteGroup();
+    group->Put(Table::kHolds, "r-1", record.SerializeAsString());
+    ASSERT_OK(store_.Commit(*group, storage::CommitMode::kConfigured));
+    auto c = InventoryCore::Open(store_, clock_, options_);
+    EXPECT_TRUE(IsError(c, absl::StatusCode::kDataLoss, "hold record 'r-1' is not a HELD"));
+    // Put the good record back for the next case.
+    record.set_state(inv::RESERVATION_STATE_HELD);
+    record.set_reservation_id("r-1");
+    group = store_.NewWriteGroup();
+    group->Put(Table::kHolds, "r-1", record.SerializeAsString());
+    ASSERT_OK(store_.Commit(*group, storage::CommitMode::kConfigured));
+  }
+  // Restored, the store opens again with the hold in place.
+  auto c = InventoryCore::Open(store_, clock_, options_);
+  ASSERT_OK(c);
+  auto hold = (*c)->GetReservation("r-1");
+  ASSERT_OK(hold);
+  EXPECT_EQ(hold->lines(0).quantity(), 2);
+  (*c)->Shutdown();
+  check_invariants_ = false;
+}
+
 // =========================================================================================
 // Failures, limits, shutdown
 

@@ -12,12 +12,12 @@
 #include <condition_variable>
 #include <deque>
 #include <random>
-#include <set>
 #include <thread>
-#include <tuple>
 
+#include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/container/node_hash_map.h"
 #include "google/protobuf/arena.h"
 #include "core/strings.h"
@@ -149,6 +149,57 @@ void Aggregate(const google::protobuf::RepeatedPtrField<LineT>& lines,
   }
 }
 
+// An open hold as the writer keeps it. Plain fields rather than the stored Reservation
+// message: a million of them are read at startup and every Reserve makes one, and a message
+// costs an allocation per string and per line. Its id is the key of the map that holds it.
+struct HoldLine {
+  std::string level_key;  // LevelKey(sku, location)
+  int64_t quantity = 0;
+};
+
+struct Hold {
+  std::string order_id;
+  int64_t created_at_ms = 0;
+  int64_t expires_at_ms = 0;
+  bool owned_by_order = false;
+  absl::InlinedVector<HoldLine, 1> lines;  // most holds have one line
+};
+
+// The map entry of an open hold: {reservation id, hold}.
+using OpenHold = std::pair<const std::string, Hold>;
+
+// `out` becomes the HELD reservation record of `hold` (what kHolds stores, what Reserve returns).
+// Empty strings are left unset: setting one would allocate it.
+void FillReservation(const OpenHold& hold, Reservation* out) {
+  out->Clear();
+  out->set_reservation_id(hold.first);
+  if (!hold.second.order_id.empty()) out->set_order_id(hold.second.order_id);
+  out->set_state(inventory::v1::RESERVATION_STATE_HELD);
+  out->set_created_at_ms(hold.second.created_at_ms);
+  out->set_expires_at_ms(hold.second.expires_at_ms);
+  out->set_owned_by_order(hold.second.owned_by_order);
+  for (const auto& line : hold.second.lines) {
+    auto [sku, location] = SplitLevelKey(line.level_key);
+    auto* l = out->add_lines();
+    l->set_sku(std::string(sku));
+    if (!location.empty()) l->set_location(std::string(location));
+    l->set_quantity(line.quantity);
+  }
+}
+
+// The inverse, for recovery; false if `r` is not a HELD reservation.
+bool ToHold(const Reservation& r, Hold* out) {
+  if (r.state() != inventory::v1::RESERVATION_STATE_HELD) return false;
+  out->order_id = r.order_id();
+  out->created_at_ms = r.created_at_ms();
+  out->expires_at_ms = r.expires_at_ms();
+  out->owned_by_order = r.owned_by_order();
+  out->lines.clear();
+  out->lines.reserve(r.lines_size());
+  for (const auto& l : r.lines()) out->lines.push_back({LevelKey(l.sku(), l.location()), l.quantity()});
+  return true;
+}
+
 }  // namespace
 
 // Everything a batch of commands writes; committed as one WriteBatch.
@@ -258,10 +309,12 @@ class InventoryCore::Impl {
 
   // Writer-owned state.
   absl::flat_hash_map<std::string, Level> levels_;
-  // node_hash_map: references stay valid across inserts, and growing it does not move the
-  // Reservation messages.
-  absl::node_hash_map<std::string, Reservation> holds_;
-  std::set<std::pair<int64_t, std::string>> expiry_index_;
+  // node_hash_map: references stay valid across inserts and erases of other holds, so the
+  // expiry index (and recovery's sums) can view the ids and level keys inside the nodes.
+  absl::node_hash_map<std::string, Hold> holds_;
+  // {expires_at_ms, reservation id viewing the key in holds_}; an entry is erased before
+  // its hold.
+  absl::btree_set<std::pair<int64_t, std::string_view>> expiry_index_;
   uint64_t next_sequence_ = 1;
   uint64_t next_batch_id_ = 1;
   // Batches handed to the committer and not yet known to be committed, oldest first: their
@@ -273,6 +326,7 @@ class InventoryCore::Impl {
   // reused buffer and message keep their capacity, so steady state allocates nothing here.
   std::string record_buffer_;
   StockLevel level_buffer_;
+  Reservation reservation_buffer_;
 
  private:
   void WriterLoop();
@@ -290,13 +344,13 @@ class InventoryCore::Impl {
                    const std::string& reservation_id, const std::string& order_id,
                    const std::string& reason, StockLevel* out);
   absl::Status CheckAvailable(const std::vector<AggregatedLine>& lines, std::string_view field);
-  absl::Status CheckCommittable(const Reservation& hold);
+  absl::Status CheckCommittable(const OpenHold& hold);
   absl::Status CheckReservationIdFree(Batch& b, const std::string& id);
-  Reservation& HoldLines(Batch& b, const std::vector<AggregatedLine>& lines, std::string id,
+  OpenHold& HoldLines(Batch& b, const std::vector<AggregatedLine>& lines, std::string id,
                          const std::string& order_id, int64_t ttl_ms, bool owned_by_order,
                          google::protobuf::RepeatedPtrField<StockLevel>* levels);
-  absl::StatusOr<Reservation*> FindOpenHold(Batch& b, const std::string& id);
-  Reservation CloseHold(Batch& b, Reservation& hold, inventory::v1::ReservationState state,
+  absl::StatusOr<OpenHold*> FindOpenHold(Batch& b, const std::string& id);
+  Reservation CloseHold(Batch& b, OpenHold& hold, inventory::v1::ReservationState state,
                         events::v1::StockChangeCause cause, const std::string& reason,
                         google::protobuf::RepeatedPtrField<StockLevel>* levels);
   absl::StatusOr<std::optional<Reservation>> FindClosed(Batch& b, const std::string& id);
@@ -393,35 +447,36 @@ absl::Status InventoryCore::Impl::Recover() {
     if (stock_error.ok()) stock_error = parse_error;
     stock_ms = ms_since(started);
   });
-  // What the open holds reserve per (sku, location), keyed by views into holds_ (its nodes
-  // do not move), so summing a million lines allocates nothing per line.
-  absl::flat_hash_map<std::pair<std::string_view, std::string_view>, int64_t> held;
+  // What the open holds reserve per level, keyed by views of the level keys inside holds_
+  // (its nodes do not move), so summing a million lines allocates nothing per line.
+  absl::flat_hash_map<std::string_view, int64_t> held;
   {
     const size_t estimate = store_.ApproximateCount(Table::kHolds);
     holds_.reserve(estimate);
     held.reserve(estimate);
-    std::vector<std::pair<int64_t, const std::string*>> expiring;
+    std::vector<std::pair<int64_t, std::string_view>> expiring;
     expiring.reserve(estimate);
     absl::Status parse_error;
+    Reservation record;  // reused: parsing into it again allocates nothing new
     holds_error = store_.Scan(Table::kHolds, "", "", [&](std::string_view key, std::string_view value) {
-      Reservation& r = holds_.try_emplace(std::string(key)).first->second;  // parsed in place
-      if (!r.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
-        parse_error = absl::DataLossError("hold record is corrupt");
+      if (!record.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
+        parse_error = absl::DataLossError(StrCat("hold record '", key, "' is corrupt"));
         return false;
       }
-      for (const auto& line : r.lines()) held[{line.sku(), line.location()}] += line.quantity();
-      expiring.emplace_back(r.expires_at_ms(), &r.reservation_id());
+      auto& [id, hold] = *holds_.try_emplace(std::string(key)).first;
+      if (record.reservation_id() != key || !ToHold(record, &hold)) {
+        parse_error = absl::DataLossError(
+            StrCat("hold record '", key, "' is not a HELD reservation with that id"));
+        return false;
+      }
+      for (const auto& line : hold.lines) held[line.level_key] += line.quantity;
+      expiring.emplace_back(hold.expires_at_ms, id);
       return true;
     });
     if (holds_error.ok()) holds_error = parse_error;
-    // Sorted first, the expiry index is built by appending (a tree insert per hold in key
-    // order took most of a second for a million).
-    std::sort(expiring.begin(), expiring.end(), [](const auto& a, const auto& b) {
-      return std::tie(a.first, *a.second) < std::tie(b.first, *b.second);
-    });
-    for (const auto& [expires_at_ms, id] : expiring) {
-      expiry_index_.emplace_hint(expiry_index_.end(), expires_at_ms, *id);
-    }
+    // Sorted first, the expiry index is built by appending.
+    std::sort(expiring.begin(), expiring.end());
+    for (const auto& entry : expiring) expiry_index_.insert(expiry_index_.end(), entry);
     holds_ms = ms_since(started);
   }
   stock_reader.join();
@@ -432,7 +487,7 @@ absl::Status InventoryCore::Impl::Recover() {
   size_t levels_with_holds = 0;
   for (const auto& [key, level] : levels_) {
     auto [sku, location] = SplitLevelKey(key);
-    auto it = held.find(std::pair(sku, location));
+    auto it = held.find(key);
     int64_t sum = 0;
     if (it != held.end()) {
       sum = it->second;
@@ -449,10 +504,11 @@ absl::Status InventoryCore::Impl::Recover() {
     }
   }
   if (levels_with_holds != held.size()) {
-    for (const auto& [line, sum] : held) {
-      if (!levels_.contains(LevelKey(line.first, line.second))) {
+    for (const auto& [level_key, sum] : held) {
+      if (!levels_.contains(absl::string_view(level_key.data(), level_key.size()))) {
+        auto [sku, location] = SplitLevelKey(level_key);
         return absl::DataLossError(StrCat("invariant broken: open holds reserve ", sum, " of sku '",
-                                          line.first, "' at '", line.second,
+                                          sku, "' at '", location,
                                           "', a level that does not exist"));
       }
     }
@@ -859,15 +915,16 @@ absl::Status InventoryCore::Impl::CheckAvailable(const std::vector<AggregatedLin
 
 // Committing deducts the hold from on_hand, which never goes negative: a hold placed on
 // backorder (beyond on_hand) can be committed once the stock has been received.
-absl::Status InventoryCore::Impl::CheckCommittable(const Reservation& hold) {
-  for (const auto& line : hold.lines()) {
-    auto it = levels_.find(LevelKey(line.sku(), line.location()));
+absl::Status InventoryCore::Impl::CheckCommittable(const OpenHold& hold) {
+  for (const auto& line : hold.second.lines) {
+    auto it = levels_.find(line.level_key);
     int64_t on_hand = it == levels_.end() ? 0 : it->second.on_hand;
-    if (on_hand < line.quantity()) {
+    if (on_hand < line.quantity) {
+      auto [sku, location] = SplitLevelKey(line.level_key);
       return absl::FailedPreconditionError(StrCat(
-          "reservation '", hold.reservation_id(), "' cannot be committed yet: sku '", line.sku(),
-          "' at location '", line.location(), "' has on_hand ", on_hand, ", the hold needs ",
-          line.quantity(), " (backordered stock must be received first)"));
+          "reservation '", hold.first, "' cannot be committed yet: sku '", sku,
+          "' at location '", location, "' has on_hand ", on_hand, ", the hold needs ",
+          line.quantity, " (backordered stock must be received first)"));
     }
   }
   return absl::OkStatus();
@@ -898,32 +955,31 @@ absl::Status InventoryCore::Impl::CheckReservationIdFree(Batch& b, const std::st
 
 // A generated id has the shape of a valid client-chosen one, so a client may already hold
 // it: a suffix keeps the new hold from overwriting that client's hold (or closed record).
-Reservation& InventoryCore::Impl::HoldLines(Batch& b, const std::vector<AggregatedLine>& lines,
-                                            std::string id, const std::string& order_id,
-                                            int64_t ttl_ms, bool owned_by_order,
-                                            google::protobuf::RepeatedPtrField<StockLevel>* levels) {
-  Reservation r;
-  r.set_reservation_id(id);
-  r.set_order_id(order_id);
-  r.set_state(inventory::v1::RESERVATION_STATE_HELD);
-  r.set_created_at_ms(b.now_ms);
-  r.set_expires_at_ms(b.now_ms + (ttl_ms > 0 ? ttl_ms : options_.default_hold_ttl_ms));
-  r.set_owned_by_order(owned_by_order);
+OpenHold& InventoryCore::Impl::HoldLines(Batch& b, const std::vector<AggregatedLine>& lines,
+                                         std::string id, const std::string& order_id,
+                                         int64_t ttl_ms, bool owned_by_order,
+                                         google::protobuf::RepeatedPtrField<StockLevel>* levels) {
+  // The id is free (checked by the caller), so this inserts.
+  OpenHold& hold = *holds_.try_emplace(std::move(id)).first;
+  Hold& h = hold.second;
+  h.order_id = order_id;
+  h.created_at_ms = b.now_ms;
+  h.expires_at_ms = b.now_ms + (ttl_ms > 0 ? ttl_ms : options_.default_hold_ttl_ms);
+  h.owned_by_order = owned_by_order;
+  h.lines.reserve(lines.size());
   for (const auto& line : lines) {
-    auto* l = r.add_lines();
-    l->set_sku(line.sku);
-    l->set_location(line.location);
-    l->set_quantity(line.quantity);
+    h.lines.push_back({line.key, line.quantity});
     ChangeLevel(b, line.key, levels_[line.key], 0, line.quantity,
-                events::v1::STOCK_CHANGE_CAUSE_RESERVE, id, order_id, "",
+                events::v1::STOCK_CHANGE_CAUSE_RESERVE, hold.first, order_id, "",
                 levels ? levels->Add() : nullptr);
   }
-  b.group->Put(Table::kHolds, id, Serialized(r));
-  expiry_index_.emplace(r.expires_at_ms(), id);
-  return holds_[id] = std::move(r);
+  FillReservation(hold, &reservation_buffer_);
+  b.group->Put(Table::kHolds, hold.first, Serialized(reservation_buffer_));
+  expiry_index_.emplace(h.expires_at_ms, hold.first);
+  return hold;
 }
 
-absl::StatusOr<Reservation*> InventoryCore::Impl::FindOpenHold(Batch& b, const std::string& id) {
+absl::StatusOr<OpenHold*> InventoryCore::Impl::FindOpenHold(Batch& b, const std::string& id) {
   auto it = holds_.find(id);
   if (it == holds_.end()) {
     auto closed = FindClosed(b, id);
@@ -934,27 +990,28 @@ absl::StatusOr<Reservation*> InventoryCore::Impl::FindOpenHold(Batch& b, const s
     }
     return absl::NotFoundError(StrCat("reservation '", id, "' not found"));
   }
-  if (it->second.expires_at_ms() <= b.now_ms) {
+  if (it->second.expires_at_ms <= b.now_ms) {
     return absl::FailedPreconditionError(
-        StrCat("reservation '", id, "' expired at ", it->second.expires_at_ms(), " ms"));
+        StrCat("reservation '", id, "' expired at ", it->second.expires_at_ms, " ms"));
   }
-  return &it->second;
+  return &*it;
 }
 
-Reservation InventoryCore::Impl::CloseHold(Batch& b, Reservation& hold,
+Reservation InventoryCore::Impl::CloseHold(Batch& b, OpenHold& hold,
                                            inventory::v1::ReservationState state,
                                            events::v1::StockChangeCause cause,
                                            const std::string& reason,
                                            google::protobuf::RepeatedPtrField<StockLevel>* levels) {
   bool commit = state == inventory::v1::RESERVATION_STATE_COMMITTED;
-  for (const auto& line : hold.lines()) {
-    std::string key = LevelKey(line.sku(), line.location());
-    ChangeLevel(b, key, levels_[key], commit ? -line.quantity() : 0, -line.quantity(), cause,
-                hold.reservation_id(), hold.order_id(), reason, levels ? levels->Add() : nullptr);
+  for (const auto& line : hold.second.lines) {
+    ChangeLevel(b, line.level_key, levels_[line.level_key], commit ? -line.quantity : 0,
+                -line.quantity, cause, hold.first, hold.second.order_id, reason,
+                levels ? levels->Add() : nullptr);
   }
-  Reservation closed = std::move(hold);
+  Reservation closed;
+  FillReservation(hold, &closed);
+  expiry_index_.erase({hold.second.expires_at_ms, hold.first});  // it views the key: first
   holds_.erase(closed.reservation_id());
-  expiry_index_.erase({closed.expires_at_ms(), closed.reservation_id()});
   closed.set_state(state);
   closed.set_closed_at_ms(b.now_ms);
   closed.set_close_reason(reason);
@@ -1048,8 +1105,9 @@ absl::Status InventoryCore::Impl::DoReserve(inventory::v1::ReserveRequest& r, Ba
   } else if (auto s = CheckReservationIdFree(b, id); !s.ok()) {
     return s;
   }
-  Reservation& hold = HoldLines(b, lines, id, r.order_id(), r.ttl_ms(), false, out.mutable_levels());
-  *out.mutable_reservation() = hold;
+  OpenHold& hold = HoldLines(b, lines, std::move(id), r.order_id(), r.ttl_ms(), false,
+                             out.mutable_levels());
+  FillReservation(hold, out.mutable_reservation());
   out.set_sequence(next_sequence_ - 1);
   return absl::OkStatus();
 }
@@ -1058,10 +1116,10 @@ absl::Status InventoryCore::Impl::DoCommit(inventory::v1::CommitRequest& r, Batc
                                            inventory::v1::CommitResponse& out) {
   auto hold = FindOpenHold(b, r.reservation_id());
   if (!hold.ok()) return hold.status();
-  if ((*hold)->owned_by_order()) {
+  if ((*hold)->second.owned_by_order) {
     return absl::FailedPreconditionError(
         StrCat("reservation '", r.reservation_id(), "' belongs to order '",
-                     (*hold)->order_id(), "'; pay it with OrderService.PayOrder"));
+                     (*hold)->second.order_id, "'; pay it with OrderService.PayOrder"));
   }
   if (auto s = CheckCommittable(**hold); !s.ok()) return s;
   *out.mutable_reservation() =
@@ -1075,10 +1133,10 @@ absl::Status InventoryCore::Impl::DoRelease(inventory::v1::ReleaseRequest& r, Ba
                                             inventory::v1::ReleaseResponse& out) {
   auto hold = FindOpenHold(b, r.reservation_id());
   if (!hold.ok()) return hold.status();
-  if ((*hold)->owned_by_order()) {
+  if ((*hold)->second.owned_by_order) {
     return absl::FailedPreconditionError(
         StrCat("reservation '", r.reservation_id(), "' belongs to order '",
-                     (*hold)->order_id(), "'; cancel it with OrderService.CancelOrder"));
+                     (*hold)->second.order_id, "'; cancel it with OrderService.CancelOrder"));
   }
   *out.mutable_reservation() =
       CloseHold(b, **hold, inventory::v1::RESERVATION_STATE_RELEASED,
@@ -1110,7 +1168,7 @@ absl::Status InventoryCore::Impl::DoCreateOrder(order::v1::CreateOrderRequest& r
 
   std::string suffix = StrCat(store_id_.substr(0, 6), "-", next_sequence_);
   std::string order_id = StrCat("ord-", suffix);
-  Reservation& hold = HoldLines(b, lines, StrCat(kGeneratedReservationPrefix, suffix), order_id,
+  OpenHold& hold = HoldLines(b, lines, StrCat(kGeneratedReservationPrefix, suffix), order_id,
                                 r.hold_ttl_ms(), true, nullptr);
   Order& order = b.orders[order_id];
   order.set_order_id(order_id);
@@ -1122,17 +1180,17 @@ absl::Status InventoryCore::Impl::DoCreateOrder(order::v1::CreateOrderRequest& r
     l->set_quantity(line.quantity);
   }
   order.set_total_amount(r.total_amount());
-  order.set_reservation_id(hold.reservation_id());
+  order.set_reservation_id(hold.first);
   order.set_created_at_ms(b.now_ms);
-  order.set_hold_expires_at_ms(hold.expires_at_ms());
+  order.set_hold_expires_at_ms(hold.second.expires_at_ms);
   SetOrderStatus(b, order, order::v1::ORDER_STATUS_CONFIRMED, "stock held");
 
   out.set_order_id(order_id);
   out.set_status(std::string(OrderStatusName(order::v1::ORDER_STATUS_CONFIRMED)));
   out.set_timestamp(b.now_ms / 1000);
   out.set_status_code(order::v1::ORDER_STATUS_CONFIRMED);
-  out.set_reservation_id(hold.reservation_id());
-  out.set_hold_expires_at_ms(hold.expires_at_ms());
+  out.set_reservation_id(hold.first);
+  out.set_hold_expires_at_ms(hold.second.expires_at_ms);
   out.set_sequence(order.sequence());
   return absl::OkStatus();
 }
@@ -1204,7 +1262,7 @@ absl::Status InventoryCore::Impl::DoCancelOrder(order::v1::CancelOrderRequest& r
         return absl::InternalError(StrCat("order '", order.order_id(),
                                                 "' is CONFIRMED but its hold is not open"));
       }
-      CloseHold(b, it->second, inventory::v1::RESERVATION_STATE_RELEASED,
+      CloseHold(b, *it, inventory::v1::RESERVATION_STATE_RELEASED,
                 events::v1::STOCK_CHANGE_CAUSE_RELEASE, reason, nullptr);
       break;
     }
@@ -1234,12 +1292,12 @@ void InventoryCore::Impl::DoExpire(Batch& b, ExpireResult& out) {
   for (auto it = expiry_index_.begin();
        it != expiry_index_.end() && it->first <= b.now_ms && due.size() < options_.max_expiries_per_sweep;
        ++it) {
-    due.push_back(it->second);
+    due.emplace_back(it->second);
   }
   for (const auto& id : due) {
     auto it = holds_.find(id);
     if (it == holds_.end()) continue;
-    Reservation closed = CloseHold(b, it->second, inventory::v1::RESERVATION_STATE_EXPIRED,
+    Reservation closed = CloseHold(b, *it, inventory::v1::RESERVATION_STATE_EXPIRED,
                                    events::v1::STOCK_CHANGE_CAUSE_EXPIRE, "hold expired", nullptr);
     ++out.expired_holds;
     if (!closed.owned_by_order()) continue;
