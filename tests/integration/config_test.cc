@@ -63,6 +63,14 @@ TEST(ConfigTest, InvalidValuesStopTheStartWithOneClearLine) {
   auto ttl = Parse({"--hold-ttl-ms", "900000", "--max-hold-ttl-ms", "60000"});
   ASSERT_FALSE(ttl.ok());
   EXPECT_THAT(ttl.status().message(), HasSubstr("--max-hold-ttl-ms"));
+  // Below gRPC 1.51's safe floor (config.cc); 10 s itself is accepted.
+  auto keepalive = Parse({"--keepalive-time-ms", "1000"});
+  ASSERT_FALSE(keepalive.ok());
+  EXPECT_THAT(keepalive.status().message(), HasSubstr("--keepalive-time-ms"));
+  EXPECT_THAT(keepalive.status().message(), HasSubstr("10000"));
+  auto keepalive_floor = Parse({"--keepalive-time-ms", "10000"});
+  ASSERT_TRUE(keepalive_floor.ok()) << keepalive_floor.status();
+  EXPECT_EQ(keepalive_floor->config->keepalive_time_ms, 10000);
   auto unknown = Parse({"--no-such-flag"});
   ASSERT_FALSE(unknown.ok());
   for (const auto& s : {bad_mode.status(), zero.status(), property.status(), unknown.status()}) {
