@@ -1604,6 +1604,11 @@ TEST_F(CoreTest, RecoveryRestoresLevelsHoldsAndSequence) {
   auto before = core_->GetStock(all);
   ASSERT_OK(before);
   const std::string store_id = StoreId();
+  // The stored hold record is the reply's reservation (the writer keeps a plain struct and
+  // rebuilds the message for both).
+  auto stored_hold = core_->GetReservation(held->reservation().reservation_id());
+  ASSERT_OK(stored_hold);
+  EXPECT_TRUE(ProtoEq(*stored_hold, held->reservation()));
 
   Reopen();
   auto stats = core_->stats();
@@ -1617,6 +1622,12 @@ TEST_F(CoreTest, RecoveryRestoresLevelsHoldsAndSequence) {
   // The recovered holds work, and the sequence continues at last + 1.
   auto c = Commit(held->reservation().reservation_id());
   ASSERT_OK(c);
+  // The hold rebuilt from its record closes into the same reservation, lines and all.
+  inv::Reservation expected = held->reservation();
+  expected.set_state(inv::RESERVATION_STATE_COMMITTED);
+  expected.set_closed_at_ms(c->reservation().closed_at_ms());
+  EXPECT_TRUE(ProtoEq(c->reservation(), expected));
+  EXPECT_EQ(c->reservation().lines_size(), 2);
   auto events = EventsAfter(last);
   ASSERT_EQ(events.size(), 2u);
   EXPECT_EQ(events[0].sequence(), last + 1);

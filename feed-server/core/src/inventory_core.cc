@@ -346,9 +346,12 @@ class InventoryCore::Impl {
   absl::Status CheckAvailable(const std::vector<AggregatedLine>& lines, std::string_view field);
   absl::Status CheckCommittable(const OpenHold& hold);
   absl::Status CheckReservationIdFree(Batch& b, const std::string& id);
-  OpenHold& HoldLines(Batch& b, const std::vector<AggregatedLine>& lines, std::string id,
-                         const std::string& order_id, int64_t ttl_ms, bool owned_by_order,
-                         google::protobuf::RepeatedPtrField<StockLevel>* levels);
+  // Places a new hold under `id`, which the caller has found free; an id in use fails
+  // (INTERNAL) before anything changes.
+  absl::StatusOr<OpenHold*> HoldLines(Batch& b, const std::vector<AggregatedLine>& lines,
+                                      std::string id, const std::string& order_id, int64_t ttl_ms,
+                                      bool owned_by_order,
+                                      google::protobuf::RepeatedPtrField<StockLevel>* levels);
   absl::StatusOr<OpenHold*> FindOpenHold(Batch& b, const std::string& id);
   Reservation CloseHold(Batch& b, OpenHold& hold, inventory::v1::ReservationState state,
                         events::v1::StockChangeCause cause, const std::string& reason,
@@ -953,14 +956,17 @@ absl::Status InventoryCore::Impl::CheckReservationIdFree(Batch& b, const std::st
   return absl::OkStatus();
 }
 
-// A generated id has the shape of a valid client-chosen one, so a client may already hold
-// it: a suffix keeps the new hold from overwriting that client's hold (or closed record).
-OpenHold& InventoryCore::Impl::HoldLines(Batch& b, const std::vector<AggregatedLine>& lines,
-                                         std::string id, const std::string& order_id,
-                                         int64_t ttl_ms, bool owned_by_order,
-                                         google::protobuf::RepeatedPtrField<StockLevel>* levels) {
-  // The id is free (checked by the caller), so this inserts.
-  OpenHold& hold = *holds_.try_emplace(std::move(id)).first;
+absl::StatusOr<OpenHold*> InventoryCore::Impl::HoldLines(
+    Batch& b, const std::vector<AggregatedLine>& lines, std::string id,
+    const std::string& order_id, int64_t ttl_ms, bool owned_by_order,
+    google::protobuf::RepeatedPtrField<StockLevel>* levels) {
+  auto [it, inserted] = holds_.try_emplace(std::move(id));
+  if (!inserted) {
+    // Never expected (client ids are checked, generated ones carry a fresh sequence), but
+    // adding to an open hold would corrupt it and the expiry index.
+    return absl::InternalError(StrCat("reservation_id '", it->first, "' is already an open hold"));
+  }
+  OpenHold& hold = *it;
   Hold& h = hold.second;
   h.order_id = order_id;
   h.created_at_ms = b.now_ms;
@@ -976,7 +982,7 @@ OpenHold& InventoryCore::Impl::HoldLines(Batch& b, const std::vector<AggregatedL
   FillReservation(hold, &reservation_buffer_);
   b.group->Put(Table::kHolds, hold.first, Serialized(reservation_buffer_));
   expiry_index_.emplace(h.expires_at_ms, hold.first);
-  return hold;
+  return &hold;
 }
 
 absl::StatusOr<OpenHold*> InventoryCore::Impl::FindOpenHold(Batch& b, const std::string& id) {
@@ -1105,9 +1111,10 @@ absl::Status InventoryCore::Impl::DoReserve(inventory::v1::ReserveRequest& r, Ba
   } else if (auto s = CheckReservationIdFree(b, id); !s.ok()) {
     return s;
   }
-  OpenHold& hold = HoldLines(b, lines, std::move(id), r.order_id(), r.ttl_ms(), false,
-                             out.mutable_levels());
-  FillReservation(hold, out.mutable_reservation());
+  auto hold = HoldLines(b, lines, std::move(id), r.order_id(), r.ttl_ms(), false,
+                        out.mutable_levels());
+  if (!hold.ok()) return hold.status();
+  FillReservation(**hold, out.mutable_reservation());
   out.set_sequence(next_sequence_ - 1);
   return absl::OkStatus();
 }
@@ -1168,8 +1175,10 @@ absl::Status InventoryCore::Impl::DoCreateOrder(order::v1::CreateOrderRequest& r
 
   std::string suffix = StrCat(store_id_.substr(0, 6), "-", next_sequence_);
   std::string order_id = StrCat("ord-", suffix);
-  OpenHold& hold = HoldLines(b, lines, StrCat(kGeneratedReservationPrefix, suffix), order_id,
-                                r.hold_ttl_ms(), true, nullptr);
+  auto placed = HoldLines(b, lines, StrCat(kGeneratedReservationPrefix, suffix), order_id,
+                          r.hold_ttl_ms(), true, nullptr);
+  if (!placed.ok()) return placed.status();
+  const OpenHold& hold = **placed;
   Order& order = b.orders[order_id];
   order.set_order_id(order_id);
   order.set_customer_id(r.customer_id());
