@@ -201,6 +201,13 @@ class CoreTest : public ::testing::Test {
                                                const std::string& key = "", int64_t ttl_ms = 0) {
     return CallSync(*core_, &InventoryCore::Reserve, ReserveReq(lines, id, key, ttl_ms));
   }
+  // Writes one record straight into the store (for recovery tests: state the core never
+  // writes itself).
+  void StoreRecord(Table table, std::string_view key, const std::string& value) {
+    auto group = store_.NewWriteGroup();
+    group->Put(table, key, value);
+    ASSERT_OK(store_.Commit(*group, storage::CommitMode::kConfigured));
+  }
   absl::StatusOr<inv::ReserveResponse> Reserve(inv::ReserveRequest r) {
     return CallSync(*core_, &InventoryCore::Reserve, std::move(r));
   }
@@ -1665,9 +1672,7 @@ TEST_F(CoreTest, RecoveryRefusesABrokenInvariant) {
   bad.set_on_hand(10);
   bad.set_reserved(5);
   bad.set_available(5);
-  auto group = store_.NewWriteGroup();
-  group->Put(Table::kStock, std::string("sku-a\0default", 13), bad.SerializeAsString());
-  ASSERT_OK(store_.Commit(*group, storage::CommitMode::kConfigured));
+  StoreRecord(Table::kStock, std::string("sku-a\0default", 13), bad.SerializeAsString());
   auto c = InventoryCore::Open(store_, clock_, options_);
   EXPECT_TRUE(IsError(c, absl::StatusCode::kDataLoss, "sku 'sku-a'"));
   check_invariants_ = false;
@@ -1685,9 +1690,7 @@ TEST_F(CoreTest, RecoveryRefusesAHoldOnALevelThatDoesNotExist) {
   line->set_sku("sku-gone");
   line->set_location("wh-9");
   line->set_quantity(2);
-  auto group = store_.NewWriteGroup();
-  group->Put(Table::kHolds, orphan.reservation_id(), orphan.SerializeAsString());
-  ASSERT_OK(store_.Commit(*group, storage::CommitMode::kConfigured));
+  StoreRecord(Table::kHolds, orphan.reservation_id(), orphan.SerializeAsString());
   auto c = InventoryCore::Open(store_, clock_, options_);
   EXPECT_TRUE(IsError(c, absl::StatusCode::kDataLoss, "of sku 'sku-gone' at 'wh-9'"));
   check_invariants_ = false;
@@ -1708,17 +1711,13 @@ TEST_F(CoreTest, RecoveryRefusesAHoldRecordThatIsNotAnOpenHoldUnderItsId) {
     ASSERT_TRUE(record.ParseFromString(**stored));
     ASSERT_EQ(record.state(), inv::RESERVATION_STATE_HELD);
     spoil(record);
-    auto group = store_.NewWriteGroup();
-    group->Put(Table::kHolds, "r-1", record.SerializeAsString());
-    ASSERT_OK(store_.Commit(*group, storage::CommitMode::kConfigured));
+    StoreRecord(Table::kHolds, "r-1", record.SerializeAsString());
     auto c = InventoryCore::Open(store_, clock_, options_);
     EXPECT_TRUE(IsError(c, absl::StatusCode::kDataLoss, "hold record 'r-1' is not a HELD"));
     // Put the good record back for the next case.
     record.set_state(inv::RESERVATION_STATE_HELD);
     record.set_reservation_id("r-1");
-    group = store_.NewWriteGroup();
-    group->Put(Table::kHolds, "r-1", record.SerializeAsString());
-    ASSERT_OK(store_.Commit(*group, storage::CommitMode::kConfigured));
+    StoreRecord(Table::kHolds, "r-1", record.SerializeAsString());
   }
   // Restored, the store opens again with the hold in place.
   auto c = InventoryCore::Open(store_, clock_, options_);
