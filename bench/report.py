@@ -122,8 +122,11 @@ def main(results, md_path):
                                                         "heap_echo_base", "heap_echo")
 
     startup = text(os.path.join(results, "startup.txt"))
-    m = re.search(r"ready in ([0-9.]+) s", startup)
+    # One line after a clean stop, one after a crash (the WAL is replayed).
+    m = re.search(r"open holds: store\+core ready in ([0-9.]+) s", startup)
     startup_s = float(m.group(1)) if m else None
+    m = re.search(r"after a crash: store\+core ready in ([0-9.]+) s", startup)
+    startup_crash_s = float(m.group(1)) if m else None
 
     core = r.get("core_bench") or {}
     bm = {b["name"]: b for b in core.get("benchmarks", [])}
@@ -181,8 +184,10 @@ def main(results, md_path):
                     if heap_per_call and echo_heap_per_call else "")
                  + f" | {verdict(heap_per_call <= 4096 if heap_per_call else None)} |")
     lines.append(f"| startup with 1,000,000 SKUs and 1,000,000 open holds | ≤ 5 s | "
-                 + (f"{startup_s:.2f} s" if startup_s else "n/a")
-                 + f" | {verdict(startup_s <= 5 if startup_s else None)} |")
+                 + (f"{startup_s:.2f} s after a clean stop" if startup_s else "n/a")
+                 + (f", {startup_crash_s:.2f} s after a crash (WAL replayed)"
+                    if startup_crash_s else ", after a crash: n/a")
+                 + f" | {verdict(max(startup_s, startup_crash_s) <= 5 if startup_s and startup_crash_s else None)} |")
     lines.append(f"| core apply path in memory, one writer thread | ≥ 1,000,000/s | {rate(apply_rate)} | "
                  f"{verdict(apply_rate >= 1e6 if apply_rate else None)} |")
     lines.append(f"| RocksDB `sync` vs `async`, 256 callers (group commit) | within 3× | "

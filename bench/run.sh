@@ -113,8 +113,9 @@ if [ -z "${SKIP_MICRO:-}" ]; then
   say "micro: wire_size_bench"
   "$BUILD/bench/wire_size_bench" --benchmark_out="$OUT/wire_size.json" \
     --benchmark_out_format=json >/dev/null 2>&1
-  say "startup: 1,000,000 SKUs and 1,000,000 holds"
+  say "startup: 1,000,000 SKUs and 1,000,000 holds, after a clean stop and after a crash"
   "$BUILD/bench/startup_bench" 1000000 1000000 2>/dev/null >"$OUT/startup.txt" || true
+  "$BUILD/bench/startup_bench" 1000000 1000000 crash 2>/dev/null >>"$OUT/startup.txt" || true
 fi
 
 # 2. The machine's gRPC ceiling: a trivial Echo through the same gRPC, same client.

@@ -1,5 +1,6 @@
 #include "storage/rocksdb_store.h"
 
+#include <atomic>
 #include <chrono>
 #include <vector>
 
@@ -131,6 +132,12 @@ class RocksDbStore : public Store {
     // Make the WAL durable even in async mode, then close cleanly.
     rocksdb::Status s = db_->FlushWAL(/*sync=*/true);
     if (!s.ok()) spdlog::error("storage: FlushWAL at close failed: {}", s.ToString());
+    // Write the memtables out too, so the next start has no WAL to replay (up to ~1 s with a
+    // full write buffer, bench/RESULTS.md, startup); the WAL above already holds it all.
+    rocksdb::FlushOptions flush;
+    flush.allow_write_stall = true;
+    s = db_->Flush(flush, cfs_);
+    if (!s.ok()) spdlog::warn("storage: flush at close failed: {}", s.ToString());
     for (auto* cf : cfs_) db_->DestroyColumnFamilyHandle(cf);
     s = db_->Close();
     if (!s.ok()) spdlog::error("storage: close failed: {}", s.ToString());
@@ -173,6 +180,7 @@ class RocksDbStore : public Store {
     for (int i = 0; i < kTableCount; ++i) {
       rocksdb::ColumnFamilyOptions cf_options;
       cf_options.OptimizeLevelStyleCompaction(options_.memtable_budget_bytes);
+      cf_options.disable_auto_compactions = options_.defer_compactions;
       cf_options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table_options));
       if (static_cast<Table>(i) == Table::kIdempotency) {
         cf_options.compaction_filter = filter_.get();
@@ -226,6 +234,12 @@ class RocksDbStore : public Store {
     return db_->GetIntProperty(cfs_[static_cast<int>(t)], "rocksdb.estimate-num-keys", &n) ? n : 0;
   }
 
+  void StartCompactions() override {
+    if (!options_.defer_compactions || compactions_started_.exchange(true)) return;
+    rocksdb::Status s = db_->EnableAutoCompaction(cfs_);
+    if (!s.ok()) spdlog::error("storage: turning on compactions failed: {}", s.ToString());
+  }
+
   std::unique_ptr<WriteGroup> NewWriteGroup() override {
     return std::make_unique<RocksWriteGroup>(&cfs_);
   }
@@ -255,6 +269,7 @@ class RocksDbStore : public Store {
   std::unique_ptr<rocksdb::Env> power_loss_env_;  // outlives db_ (declared first)
   std::unique_ptr<rocksdb::DB> db_;
   std::vector<rocksdb::ColumnFamilyHandle*> cfs_;
+  std::atomic<bool> compactions_started_{false};
 };
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -365,6 +366,83 @@ TEST_P(RocksTest, SecondOpenOfTheSamePathFailsWhileTheFirstIsOpen) {
   auto third = OpenRocks(dir.path(), GetParam());
   ASSERT_NE(third, nullptr);
   EXPECT_EQ(GetOrDie(*third, Table::kStock, "k"), "v");
+}
+
+// Bytes in the database's write-ahead log files, and how many table files it has.
+uint64_t WalBytes(const std::string& path) {
+  uint64_t bytes = 0;
+  for (const auto& e : std::filesystem::directory_iterator(path)) {
+    if (e.path().extension() == ".log") bytes += e.file_size();
+  }
+  return bytes;
+}
+std::set<std::string> TableFiles(const std::string& path) {
+  std::set<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(path)) {
+    if (e.path().extension() == ".sst") names.insert(e.path().filename());
+  }
+  return names;
+}
+
+TEST_P(RocksTest, CleanCloseLeavesNoWalToReplay) {
+  TempDir dir;
+  const std::string value(1000, 'v');
+  {
+    auto store = OpenRocks(dir.path(), GetParam());
+    ASSERT_NE(store, nullptr);
+    auto g = store->NewWriteGroup();
+    for (int i = 0; i < 2000; ++i) g->Put(Table::kHolds, StrCat("hold-", i), value);
+    ASSERT_TRUE(store->Commit(*g).ok());
+    ASSERT_GT(WalBytes(dir.path()), 2000u * 1000u);  // all of it is in the WAL, not yet flushed
+  }
+  // The memtables were written to table files at close: the next open replays nothing.
+  EXPECT_LT(WalBytes(dir.path()), 1024u);
+  auto store = OpenRocks(dir.path(), GetParam());
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(ScanAll(*store, Table::kHolds, "", "").size(), 2000u);
+  EXPECT_EQ(GetOrDie(*store, Table::kHolds, "hold-1999"), value);
+}
+
+TEST(RocksDeferredCompactionTest, NothingIsCompactedUntilStartCompactions) {
+  TempDir dir;
+  RocksDbOptions o;
+  o.path = dir.path();
+  o.durability = Durability::kAsync;
+  o.memtable_budget_bytes = 256u << 10;  // a flush every ~256 KB written
+  o.defer_compactions = true;
+  auto opened = OpenRocksDbStore(o);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  Store& store = **opened;
+  const std::string value(1000, 'v');
+  auto wait_for = [&](const std::function<bool()>& done) {
+    for (int i = 0; i < 200 && !done(); ++i) usleep(50'000);  // up to 10 s
+    return done();
+  };
+  // 4 MB in 40 groups: with compactions on, level 0 would be compacted every 2 files.
+  for (int group = 0; group < 40; ++group) {
+    auto g = store.NewWriteGroup();
+    for (int i = 0; i < 100; ++i) g->Put(Table::kOutbox, StrCat("e-", group, "-", i), value);
+    ASSERT_TRUE(store.Commit(*g).ok());
+  }
+  // A compaction replaces table files with new ones; flushes only add files.
+  ASSERT_TRUE(wait_for([&] { return TableFiles(dir.path()).size() >= 8; }))
+      << TableFiles(dir.path()).size() << " table files: the flushes did not happen";
+  usleep(500'000);
+  const std::set<std::string> flushed = TableFiles(dir.path());
+  auto one_is_gone = [&] {
+    std::set<std::string> now = TableFiles(dir.path());
+    return std::any_of(flushed.begin(), flushed.end(),
+                       [&](const std::string& name) { return !now.count(name); });
+  };
+  usleep(500'000);
+  EXPECT_FALSE(one_is_gone()) << "table files were compacted while compactions were deferred";
+
+  store.StartCompactions();
+  EXPECT_TRUE(wait_for(one_is_gone)) << "none of the " << flushed.size()
+                                     << " flushed table files was compacted after StartCompactions";
+  EXPECT_EQ(ScanAll(store, Table::kOutbox, "", "").size(), 4000u);
+  store.StartCompactions();  // a second call changes nothing
+  EXPECT_EQ(GetOrDie(store, Table::kOutbox, "e-39-99"), value);
 }
 
 INSTANTIATE_TEST_SUITE_P(Durabilities, RocksTest,

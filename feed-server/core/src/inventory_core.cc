@@ -1380,7 +1380,10 @@ absl::StatusOr<std::unique_ptr<InventoryCore>> InventoryCore::Open(storage::Stor
     return absl::InvalidArgumentError("max_batch_commands must be at least 1");
   }
   auto impl = std::make_unique<Impl>(store, clock, options);
-  if (absl::Status s = impl->Recover(); !s.ok()) return s;
+  absl::Status recovered = impl->Recover();
+  // Compaction was held back (if the store defers it) while recovery read every table.
+  store.StartCompactions();
+  if (!recovered.ok()) return recovered;
   impl->Start();
   return std::unique_ptr<InventoryCore>(new InventoryCore(std::move(impl)));
 }

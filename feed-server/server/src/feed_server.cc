@@ -88,6 +88,7 @@ absl::Status FeedServer::Impl::Start() {
   so.path = config_.data_dir;
   so.durability = config_.durability;
   so.idempotency_retention_ms = config_.core.idempotency_retention_ms;
+  so.defer_compactions = true;  // InventoryCore::Open starts them once recovered
   auto store = storage::OpenRocksDbStore(so);
   if (!store.ok()) return store.status();
   store_ = std::move(*store);

@@ -21,6 +21,10 @@ struct RocksDbOptions {
   size_t memtable_budget_bytes = 32u << 20;
   // Background compaction and flush threads.
   int background_threads = 2;
+  // Open with automatic compactions off until Store::StartCompactions(): a restart reads
+  // every stock level and open hold first, and a compaction left over from before the
+  // restart would take one of the two cores it has (bench/RESULTS.md, startup).
+  bool defer_compactions = false;
   // Testing only: keep every byte written since a file's last sync in process memory, so
   // that SIGKILL drops it like a power cut would (the crash test's power-loss mode).
   bool simulate_power_loss = false;
