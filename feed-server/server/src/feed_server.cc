@@ -1,5 +1,7 @@
 #include "server/feed_server.h"
 
+#include <pthread.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <thread>
@@ -199,7 +201,10 @@ absl::Status FeedServer::Impl::Start() {
   if (config_.max_free_heap_mb > 0) {
     LimitThreadCaches(static_cast<size_t>(config_.max_free_heap_mb) << 20);
   }
-  housekeeping_ = std::thread([this] { Housekeeping(); });
+  housekeeping_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "feed-housekeep");
+    Housekeeping();
+  });
   spdlog::info("feed-server: listening on {} (durability {}, data {}){}{}", address_,
                config_.durability == storage::Durability::kSync ? "sync" : "async",
                config_.data_dir,

@@ -20,7 +20,8 @@ using EventPtr = std::shared_ptr<const events::v1::Event>;
 class ChangeListener {
  public:
   virtual ~ChangeListener() = default;
-  // Called on the writer thread after each commit, events in sequence order. Must not block
+  // Called after each commit (on the core's completer or writer thread, one call at a time),
+  // events in sequence order. Must not block
   // and must not call back into the ChangeFeed.
   virtual void OnEvents(const std::vector<EventPtr>& events) = 0;
 };

@@ -3,9 +3,11 @@
 //
 // Mutations are asynchronous: each call validates its request on the caller's thread, queues
 // a command for the writer thread and returns. The writer applies a batch of commands to its
-// in-memory state, commits their state changes, idempotency records and outbox events in one
-// WriteBatch (group commit), then runs each `done` on the writer thread, then publishes the
-// events to the change feed. `done` therefore sees a durable result; it must not block.
+// in-memory state; a committer thread commits their state changes, idempotency records and
+// outbox events in one WriteBatch (group commit); then each `done` runs and the events are
+// published to the change feed, batch after batch in commit order, on the core's completer
+// thread (or on the writer thread when it wrote an idle batch itself). `done` therefore sees
+// a durable result; it must not block.
 //
 // Idempotency: a mutation whose request carries an idempotency_key is applied at most once
 // per key within options.idempotency_retention_ms; the same key with the same request gets
@@ -60,7 +62,8 @@ struct CoreStats {
 class InventoryCore {
  public:
   // Recovers state from `store` (stock levels, open holds, next sequence), checks the
-  // invariants, and starts the writer thread. `store` and `clock` must outlive the core.
+  // invariants, turns on the store's compactions (Store::StartCompactions), and starts the
+  // writer, committer and completer threads. `store` and `clock` must outlive the core.
   static absl::StatusOr<std::unique_ptr<InventoryCore>> Open(storage::Store& store,
                                                              const Clock& clock,
                                                              const CoreOptions& options);
