@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdint>
 #include <filesystem>
+#include <future>
 #include <map>
 #include <mutex>
 #include <random>
@@ -350,6 +351,106 @@ TEST_F(RaceTest, ReserveReleaseAndCommitMixKeepsReservedEqualToOpenHolds) {
   std::printf("[ stats    ] reserves ok %d, short %d, released %d, committed %d, open %zu\n",
               reserved_ok.load(), reserve_short.load(), released.load(), commits.load(),
               open.size());
+}
+
+
+// The writer, the committer and the completer hand batches on: under a burst from 64
+// threads every event must still reach a listener exactly once, in sequence order with no
+// gap, one delivery at a time, and only after its caller has been answered.
+class OrderChecker : public core::ChangeListener {
+ public:
+  void OnEvents(const std::vector<core::EventPtr>& events) override {
+    if (inside_.fetch_add(1) != 0) overlapping_ = true;
+    {
+      std::lock_guard lock(mu_);
+      for (const auto& e : events) {
+        if (e->sequence() != last_ + 1 && last_ != 0) {
+          out_of_order_.push_back(StrCat(last_, " then ", e->sequence()));
+        }
+        last_ = e->sequence();
+        ++count_;
+        if (e->has_stock_changed() && !e->stock_changed().reservation_id().empty() &&
+            !answered_.count(e->stock_changed().reservation_id())) {
+          ++before_answer_;
+        }
+      }
+      cv_.notify_all();
+    }
+    inside_.fetch_sub(1);
+  }
+  void Answered(const std::string& reservation_id) {
+    std::lock_guard lock(mu_);
+    answered_.insert(reservation_id);
+  }
+  bool WaitFor(size_t n) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, std::chrono::seconds(30), [&] { return count_ >= n; });
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::atomic<int> inside_{0};
+  std::atomic<bool> overlapping_{false};
+  uint64_t last_ = 0;
+  size_t count_ = 0;
+  size_t before_answer_ = 0;
+  std::vector<std::string> out_of_order_;
+  std::set<std::string> answered_;
+};
+
+TEST_F(RaceTest, EveryEventIsPublishedOnceInOrderAfterItsCallerIsAnswered) {
+  const std::vector<std::string> skus = {"ord-a", "ord-b", "ord-c", "ord-d"};
+  for (const auto& s : skus) Stock(s, 1'000'000);
+  // A caller hears before the feed publishes: wait for the set-up's own events to be out.
+  for (int i = 0; i < 1000 && core_->change_feed().last_sequence() < skus.size(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(core_->change_feed().last_sequence(), skus.size());
+  OrderChecker all;
+  auto attach = core_->change_feed().Subscribe(&all, UINT64_MAX);
+  const uint64_t first = attach.last_sequence + 1;
+  std::atomic<int> next{0}, answered{0}, failed{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int i; (i = next.fetch_add(1)) < kCalls;) {
+        auto answer = [&](const absl::StatusOr<inv::ReserveResponse>& r) {
+          if (r.ok()) {
+            all.Answered(r->reservation().reservation_id());
+          } else {
+            ++failed;
+          }
+          ++answered;
+        };
+        // Bursts and waits by turns: the writer sometimes idles (writes and answers a batch
+        // itself) and sometimes hands batches on, and the two must not reorder events.
+        if (i % 4 == 0) {
+          std::promise<void> done;
+          core_->Reserve(OneUnit(skus[i % skus.size()]),
+                         [&](absl::StatusOr<inv::ReserveResponse> r) {
+                           answer(r);
+                           done.set_value();
+                         });
+          done.get_future().wait();
+        } else {
+          core_->Reserve(OneUnit(skus[i % skus.size()]),
+                         [answer](absl::StatusOr<inv::ReserveResponse> r) { answer(r); });
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  ASSERT_TRUE(all.WaitFor(kCalls)) << all.count_ << " events of " << kCalls;
+  core_->change_feed().Unsubscribe(&all);
+  EXPECT_EQ(failed.load(), 0);
+  EXPECT_EQ(answered.load(), kCalls);
+  EXPECT_FALSE(all.overlapping_.load()) << "two deliveries ran at once";
+  std::lock_guard lock(all.mu_);
+  EXPECT_TRUE(all.out_of_order_.empty()) << all.out_of_order_.size() << " breaks, first "
+                                         << all.out_of_order_.front();
+  EXPECT_EQ(all.count_, static_cast<size_t>(kCalls));
+  EXPECT_EQ(all.last_, first + kCalls - 1);
+  EXPECT_EQ(all.before_answer_, 0u) << "events published before their caller was answered";
 }
 
 }  // namespace

@@ -51,7 +51,8 @@ class ChangeFeed {
                    std::vector<std::string> keys = {});
   // After it returns, `listener` is never called again.
   void Unsubscribe(ChangeListener* listener);
-  // Writer only.
+  // One caller at a time (the core's completer, or its writer for an idle batch), events in
+  // sequence order.
   void Publish(const std::vector<EventPtr>& events);
   // Sets the sequence already committed at startup (nothing retained before it).
   void Reset(uint64_t last_sequence);
