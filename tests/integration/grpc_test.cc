@@ -802,8 +802,14 @@ TEST_F(GrpcTest, SeedContractClientWorksUnchanged) {
   EXPECT_GT(ts, 1'600'000'000);
   EXPECT_EQ(Level("sku-101").reserved(), 1);
 
+  const size_t listeners = server_->core().change_feed().listeners();
   auto stream = std::async(std::launch::async, [&] { return run("stream " + order_id); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // The client is another process: wait until its stream has attached to the change feed
+  // (a fixed 300 ms was not enough under TSan, where it then saw only the final status).
+  for (int i = 0; i < 1000 && server_->core().change_feed().listeners() == listeners; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_GT(server_->core().change_feed().listeners(), listeners) << "the stream never attached";
   ord::OrderResponse out_resp;
   ord::PayOrderRequest pay;
   pay.set_order_id(order_id);
