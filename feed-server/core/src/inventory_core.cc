@@ -3,11 +3,12 @@
 // Why one writer: every mutation of stock goes through one thread, so there is no lock on
 // the hot path, the outbox sequence is trivially gap-free, and many commands share one
 // WriteBatch and one WAL sync (group commit). Reads never come here: they go to the store,
-// which only ever holds committed state.
+// which only ever holds committed state. Three threads carry a batch: the writer applies it,
+// the committer writes and syncs it, the completer answers its callers and publishes its
+// events (the writer does all three for a batch that arrives while everything is idle).
 #include "core/inventory_core.h"
 
 #include <pthread.h>
-#include "core/level_key.h"
 
 #include <algorithm>
 #include <chrono>
@@ -21,9 +22,10 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/container/node_hash_map.h"
-#include "google/protobuf/arena.h"
+#include "core/level_key.h"
 #include "core/strings.h"
 #include "core/validation.h"
+#include "google/protobuf/arena.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "internal/v1/records.pb.h"
