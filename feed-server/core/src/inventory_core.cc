@@ -358,7 +358,7 @@ class InventoryCore::Impl {
   void CommitterLoop();
   void CompleterLoop();
   absl::Status WriteBatches(std::vector<std::shared_ptr<Batch>>& batches);
-  void CompleteBatch(Batch& batch, std::vector<EventPtr>* events);
+  void CompleteBatches(const std::vector<std::shared_ptr<Batch>>& batches);
   void ForgetCommittedBatches();
 
   Event* NewEvent(Batch& b, std::string_view type, std::string key);
@@ -688,9 +688,7 @@ void InventoryCore::Impl::ApplyBatch(std::vector<std::unique_ptr<Command>>& comm
     lock.unlock();
     std::vector<std::shared_ptr<Batch>> batches{std::move(batch)};
     batches.front()->commit_status = WriteBatches(batches);
-    std::vector<EventPtr> events;
-    CompleteBatch(*batches.front(), &events);
-    if (!events.empty()) feed_.Publish(events);
+    CompleteBatches(batches);
     ForgetCommittedBatches();
     return;
   }
@@ -735,12 +733,9 @@ void InventoryCore::Impl::CommitterLoop() {
   }
 }
 
-// Stage 3, the completer thread: the callers' completions in commit order, then the events
-// of every batch it took, in one publication (the fan-out's cost per publication is paid
-// once however many batches were waiting: 10,000 watchers fell seconds behind otherwise).
+// Stage 3, the completer thread: every written batch waiting, in commit order.
 void InventoryCore::Impl::CompleterLoop() {
   std::vector<std::shared_ptr<Batch>> batches;
-  std::vector<EventPtr> events;
   while (true) {
     {
       std::unique_lock lock(commit_mu_);
@@ -750,9 +745,7 @@ void InventoryCore::Impl::CompleterLoop() {
       completion_queue_.clear();
     }
     commit_cv_.notify_all();  // room in the completion queue
-    for (auto& b : batches) CompleteBatch(*b, &events);
-    if (!events.empty()) feed_.Publish(events);
-    events.clear();
+    CompleteBatches(batches);
     {
       std::lock_guard lock(commit_mu_);
       completions_pending_ -= batches.size();
@@ -807,17 +800,23 @@ absl::Status InventoryCore::Impl::WriteBatches(std::vector<std::shared_ptr<Batch
   return absl::OkStatus();
 }
 
-// Answers a written batch's callers (or fails them with the commit's error) and appends its
-// events to `events`, to be published.
-void InventoryCore::Impl::CompleteBatch(Batch& b, std::vector<EventPtr>* events) {
-  if (!b.commit_status.ok()) {
-    for (auto& c : b.commands) c->Fail(b.commit_status);
-    return;
+// Answers the callers of written batches (or fails them with their commit's error), then
+// publishes the events of all of them at once: the fan-out's cost per publication is paid
+// once however many batches were waiting (10,000 watchers fell seconds behind otherwise).
+void InventoryCore::Impl::CompleteBatches(const std::vector<std::shared_ptr<Batch>>& batches) {
+  std::vector<EventPtr> events;
+  for (const auto& batch : batches) {
+    Batch& b = *batch;
+    if (!b.commit_status.ok()) {
+      for (auto& c : b.commands) c->Fail(b.commit_status);
+      continue;
+    }
+    stat_commands_.fetch_add(b.commands.size(), std::memory_order_relaxed);
+    stat_events_.fetch_add(b.events.size(), std::memory_order_relaxed);
+    for (auto& c : b.commands) c->Complete();
+    events.insert(events.end(), b.events.begin(), b.events.end());
   }
-  stat_commands_.fetch_add(b.commands.size(), std::memory_order_relaxed);
-  stat_events_.fetch_add(b.events.size(), std::memory_order_relaxed);
-  for (auto& c : b.commands) c->Complete();
-  events->insert(events->end(), b.events.begin(), b.events.end());
+  if (!events.empty()) feed_.Publish(events);
 }
 
 // ---------------------------------------------------------------------------------------
