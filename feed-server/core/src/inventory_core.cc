@@ -238,7 +238,11 @@ struct Command {
 class InventoryCore::Impl {
  public:
   Impl(storage::Store& store, const Clock& clock, const CoreOptions& options)
-      : store_(store), clock_(clock), options_(options), feed_(options.change_feed_retention) {}
+      : store_(store),
+        clock_(clock),
+        options_(options),
+        feed_(options.change_feed_retention),
+        eager_apply_commands_(std::max<size_t>(1, options.max_batch_commands / 8)) {}
 
   ~Impl() { Shutdown(); }
 
@@ -308,6 +312,16 @@ class InventoryCore::Impl {
   bool stopping_ = false;
   absl::Status failed_;  // set once a commit fails: the in-memory state is then ahead of disk
   std::thread writer_;
+  // While a commit is under way, the writer lets commands gather in queue_ and applies them
+  // in one batch when the committer is free again (or once kEagerApplyCommands wait): a
+  // wake-up per command cost more writer CPU than applying it (bench/RESULTS.md, session 7).
+  // Set under commit_mu_; the committer wakes the writer after setting it (under mu_).
+  std::atomic<bool> commit_idle_{true};
+  const size_t eager_apply_commands_;
+  bool WriterMayApply() const {  // with mu_ held
+    return stopping_ ||
+           (!queue_.empty() && (commit_idle_.load() || queue_.size() >= eager_apply_commands_));
+  }
 
   // Between the writer and the committer: batches applied in memory, waiting for their
   // WriteBatch to be committed (at most kMaxUncommittedBatches, so memory and latency stay
@@ -581,6 +595,7 @@ void InventoryCore::Impl::Shutdown() {
 
 void InventoryCore::Impl::Enqueue(std::unique_ptr<Command> command) {
   absl::Status reject;
+  bool may_apply = false;
   {
     std::lock_guard lock(mu_);
     if (stopping_) {
@@ -592,13 +607,14 @@ void InventoryCore::Impl::Enqueue(std::unique_ptr<Command> command) {
           "writer queue is full (", options_.max_queue_depth, " commands); retry with backoff"));
     } else {
       queue_.push_back(std::move(command));
+      may_apply = WriterMayApply();
     }
   }
   if (!reject.ok()) {
     command->Fail(std::move(reject));
     return;
   }
-  cv_.notify_one();
+  if (may_apply) cv_.notify_one();
 }
 
 void InventoryCore::Impl::WriterLoop() {
@@ -608,7 +624,7 @@ void InventoryCore::Impl::WriterLoop() {
     bool stop = false;
     {
       std::unique_lock lock(mu_);
-      auto ready = [&] { return !queue_.empty() || stopping_; };
+      auto ready = [&] { return WriterMayApply(); };
       if (options_.sweep_interval_ms > 0) {
         int64_t wait_ms = std::max<int64_t>(0, next_sweep_ms_ - clock_.NowMillis());
         cv_.wait_for(lock, std::chrono::milliseconds(wait_ms), ready);
@@ -694,6 +710,7 @@ void InventoryCore::Impl::ApplyBatch(std::vector<std::unique_ptr<Command>>& comm
   }
   commit_cv_.wait(lock, [&] { return commit_queue_.size() < kMaxUncommittedBatches; });
   commit_queue_.push_back(std::move(batch));
+  commit_idle_.store(false);
   lock.unlock();
   commit_cv_.notify_all();
 }
@@ -715,6 +732,7 @@ void InventoryCore::Impl::CommitterLoop() {
       batches.assign(commit_queue_.begin(), commit_queue_.end());
     }
     absl::Status status = WriteBatches(batches);
+    bool idle;
     {
       std::unique_lock lock(commit_mu_);
       // Bounded like the commit queue: a slow completer holds the committer back.
@@ -726,9 +744,19 @@ void InventoryCore::Impl::CommitterLoop() {
         completion_queue_.push_back(std::move(b));
       }
       completions_pending_ += batches.size();
+      idle = commit_queue_.empty();
+      if (idle) commit_idle_.store(true);
     }
     commit_cv_.notify_all();
     completion_cv_.notify_one();
+    if (idle) {
+      bool wake;
+      {
+        std::lock_guard lock(mu_);
+        wake = WriterMayApply();
+      }
+      if (wake) cv_.notify_one();
+    }
     batches.clear();
   }
 }
