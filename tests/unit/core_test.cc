@@ -13,6 +13,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <future>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -1971,6 +1972,60 @@ TEST_F(CoreTest, CommandsArrivingDuringACommitGoToTheStoreTogether) {
   // Measured: 7-10 writes (a round's first caller back can find the committer free and go
   // alone, the rest gather); 20-24 when every arriving command was applied at once.
   EXPECT_LE(commits, static_cast<size_t>(kCallers * kCallsEach / 5)) << commits << " writes";
+}
+
+// Publishing to the change feed (thousands of watchers) runs on its own thread: a slow
+// publication must not hold back the answers of later commands.
+TEST_F(CoreTest, ASlowListenerDoesNotHoldBackAnswers) {
+  ASSERT_OK(Adjust("sku-a", 10));
+  class BlockingListener : public Recorder {
+   public:
+    void OnEvents(const std::vector<EventPtr>& events) override {
+      {
+        std::unique_lock lock(gate_mu_);
+        entered_ = true;
+        gate_cv_.notify_all();
+        gate_cv_.wait(lock, [&] { return open_; });
+      }
+      Recorder::OnEvents(events);
+    }
+    bool WaitEntered() {
+      std::unique_lock lock(gate_mu_);
+      return gate_cv_.wait_for(lock, std::chrono::seconds(10), [&] { return entered_; });
+    }
+    void Open() {
+      std::lock_guard lock(gate_mu_);
+      open_ = true;
+      gate_cv_.notify_all();
+    }
+
+   private:
+    std::mutex gate_mu_;
+    std::condition_variable gate_cv_;
+    bool entered_ = false, open_ = false;
+  } listener;
+  core_->change_feed().Subscribe(&listener, UINT64_MAX);
+
+  auto first = Reserve({{"sku-a", 1}});
+  ASSERT_OK(first);
+  ASSERT_TRUE(listener.WaitEntered());  // the publication of `first` is now stuck
+  // Later commands are still answered (a hung answer fails the test after 10 s, not never).
+  std::promise<absl::StatusOr<inv::ReserveResponse>> second;
+  core_->Reserve(ReserveReq({{"sku-a", 2}}),
+                 [&](absl::StatusOr<inv::ReserveResponse> r) { second.set_value(std::move(r)); });
+  auto answer = second.get_future();
+  bool answered = answer.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  listener.Open();
+  ASSERT_TRUE(answered) << "the second Reserve waited for the stuck publication";
+  ASSERT_OK(answer.get());
+  // Nothing is lost: both events arrive, in order, once the listener moves again.
+  ASSERT_TRUE(listener.WaitFor(2));
+  core_->change_feed().Unsubscribe(&listener);
+  auto events = listener.events();
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0]->stock_changed().delta_reserved(), 1);
+  EXPECT_EQ(events[1]->stock_changed().delta_reserved(), 2);
+  EXPECT_LT(events[0]->sequence(), events[1]->sequence());
 }
 
 // Under load the writer applies batch N+1 while batch N is still being committed (with

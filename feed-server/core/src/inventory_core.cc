@@ -3,9 +3,10 @@
 // Why one writer: every mutation of stock goes through one thread, so there is no lock on
 // the hot path, the outbox sequence is trivially gap-free, and many commands share one
 // WriteBatch and one WAL sync (group commit). Reads never come here: they go to the store,
-// which only ever holds committed state. Three threads carry a batch: the writer applies it,
-// the committer writes and syncs it, the completer answers its callers and publishes its
-// events (the writer does all three for a batch that arrives while everything is idle).
+// which only ever holds committed state. Four threads carry a batch: the writer applies it,
+// the committer writes and syncs it, the completer answers its callers, the publisher
+// publishes its events to the change feed (the writer applies, writes and answers a batch
+// that arrives while everything is idle).
 #include "core/inventory_core.h"
 
 #include <pthread.h>
@@ -261,6 +262,10 @@ class InventoryCore::Impl {
       pthread_setname_np(pthread_self(), "feed-completer");
       CompleterLoop();
     });
+    publisher_ = std::thread([this] {
+      pthread_setname_np(pthread_self(), "feed-publisher");
+      PublisherLoop();
+    });
   }
   void Shutdown();
   void Enqueue(std::unique_ptr<Command> command);
@@ -341,6 +346,18 @@ class InventoryCore::Impl {
   size_t completions_pending_ = 0;  // queued or being completed
   bool committer_done_ = false;
   std::thread completer_;
+  // Between whoever completes batches and the publisher: events of answered commands, in
+  // sequence order, waiting to be published to the change feed. Fan-out to thousands of
+  // watchers took the completer ~0.9 s of every second with 10,000 watchers (hot SKUs,
+  // bench/RESULTS.md), and every caller waited behind it; now callers are answered while
+  // the publisher delivers. Bounded: a publisher that falls this far behind holds back
+  // completions.
+  static constexpr size_t kMaxUnpublishedEvents = 1 << 16;
+  std::mutex publish_mu_;
+  std::condition_variable publish_cv_;
+  std::vector<EventPtr> unpublished_;
+  bool completer_done_ = false;
+  std::thread publisher_;
 
   std::atomic<uint64_t> stat_batches_{0}, stat_commands_{0}, stat_events_{0};
   std::atomic<size_t> stat_holds_{0}, stat_levels_{0};
@@ -371,6 +388,7 @@ class InventoryCore::Impl {
   void ApplyBatch(std::vector<std::unique_ptr<Command>>& commands, bool sweep);
   void CommitterLoop();
   void CompleterLoop();
+  void PublisherLoop();
   absl::Status WriteBatches(std::vector<std::shared_ptr<Batch>>& batches);
   void CompleteBatches(const std::vector<std::shared_ptr<Batch>>& batches);
   void ForgetCommittedBatches();
@@ -590,6 +608,14 @@ void InventoryCore::Impl::Shutdown() {
   completion_cv_.notify_all();
   if (completer_.joinable() && completer_.get_id() != std::this_thread::get_id()) {
     completer_.join();
+  }
+  {
+    std::lock_guard lock(publish_mu_);
+    completer_done_ = true;
+  }
+  publish_cv_.notify_all();
+  if (publisher_.joinable() && publisher_.get_id() != std::this_thread::get_id()) {
+    publisher_.join();
   }
 }
 
@@ -829,8 +855,7 @@ absl::Status InventoryCore::Impl::WriteBatches(std::vector<std::shared_ptr<Batch
 }
 
 // Answers the callers of written batches (or fails them with their commit's error), then
-// publishes the events of all of them at once: the fan-out's cost per publication is paid
-// once however many batches were waiting (10,000 watchers fell seconds behind otherwise).
+// hands the events of all of them to the publisher at once.
 void InventoryCore::Impl::CompleteBatches(const std::vector<std::shared_ptr<Batch>>& batches) {
   std::vector<EventPtr> events;
   for (const auto& batch : batches) {
@@ -844,7 +869,32 @@ void InventoryCore::Impl::CompleteBatches(const std::vector<std::shared_ptr<Batc
     for (auto& c : b.commands) c->Complete();
     events.insert(events.end(), b.events.begin(), b.events.end());
   }
-  if (!events.empty()) feed_.Publish(events);
+  if (events.empty()) return;
+  {
+    std::unique_lock lock(publish_mu_);
+    publish_cv_.wait(lock, [&] { return unpublished_.size() < kMaxUnpublishedEvents; });
+    unpublished_.insert(unpublished_.end(), std::make_move_iterator(events.begin()),
+                        std::make_move_iterator(events.end()));
+  }
+  publish_cv_.notify_all();
+}
+
+// Stage 4, the publisher thread: every event of answered commands, in sequence order, to
+// the change feed (and so to the streams and the Kafka relay), all waiting ones in one
+// publication.
+void InventoryCore::Impl::PublisherLoop() {
+  std::vector<EventPtr> events;
+  while (true) {
+    {
+      std::unique_lock lock(publish_mu_);
+      publish_cv_.wait(lock, [&] { return !unpublished_.empty() || completer_done_; });
+      if (unpublished_.empty()) return;
+      events.swap(unpublished_);
+    }
+    publish_cv_.notify_all();  // room for more
+    feed_.Publish(events);
+    events.clear();
+  }
 }
 
 // ---------------------------------------------------------------------------------------

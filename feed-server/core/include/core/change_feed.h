@@ -20,9 +20,8 @@ using EventPtr = std::shared_ptr<const events::v1::Event>;
 class ChangeListener {
  public:
   virtual ~ChangeListener() = default;
-  // Called after each commit (on the core's completer or writer thread, one call at a time),
-  // events in sequence order. Must not block
-  // and must not call back into the ChangeFeed.
+  // Called after each commit (on the core's publisher thread, one call at a time), events in
+  // sequence order. Must not block and must not call back into the ChangeFeed.
   virtual void OnEvents(const std::vector<EventPtr>& events) = 0;
 };
 
@@ -51,8 +50,7 @@ class ChangeFeed {
                    std::vector<std::string> keys = {});
   // After it returns, `listener` is never called again.
   void Unsubscribe(ChangeListener* listener);
-  // One caller at a time (the core's completer, or its writer for an idle batch), events in
-  // sequence order.
+  // One caller at a time (the core's publisher thread), events in sequence order.
   void Publish(const std::vector<EventPtr>& events);
   // Sets the sequence already committed at startup (nothing retained before it).
   void Reset(uint64_t last_sequence);

@@ -4,10 +4,11 @@
 // Mutations are asynchronous: each call validates its request on the caller's thread, queues
 // a command for the writer thread and returns. The writer applies a batch of commands to its
 // in-memory state; a committer thread commits their state changes, idempotency records and
-// outbox events in one WriteBatch (group commit); then each `done` runs and the events are
-// published to the change feed, batch after batch in commit order, on the core's completer
-// thread (or on the writer thread when it wrote an idle batch itself). `done` therefore sees
-// a durable result; it must not block.
+// outbox events in one WriteBatch (group commit); then each `done` runs, batch after batch in
+// commit order, on the core's completer thread (or on the writer thread when it wrote an idle
+// batch itself), and after that the events are published to the change feed, in sequence
+// order, on the core's publisher thread. `done` therefore sees a durable result; it must not
+// block.
 //
 // Idempotency: a mutation whose request carries an idempotency_key is applied at most once
 // per key within options.idempotency_retention_ms; the same key with the same request gets
@@ -63,7 +64,8 @@ class InventoryCore {
  public:
   // Recovers state from `store` (stock levels, open holds, next sequence), checks the
   // invariants, turns on the store's compactions (Store::StartCompactions), and starts the
-  // writer, committer and completer threads. `store` and `clock` must outlive the core.
+  // writer, committer, completer and publisher threads. `store` and `clock` must outlive
+  // the core.
   static absl::StatusOr<std::unique_ptr<InventoryCore>> Open(storage::Store& store,
                                                              const Clock& clock,
                                                              const CoreOptions& options);
