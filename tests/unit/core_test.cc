@@ -1977,7 +1977,9 @@ TEST_F(CoreTest, CommandsArrivingDuringACommitGoToTheStoreTogether) {
 // Publishing to the change feed (thousands of watchers) runs on its own thread: a slow
 // publication must not hold back the answers of later commands.
 TEST_F(CoreTest, ASlowListenerDoesNotHoldBackAnswers) {
-  ASSERT_OK(Adjust("sku-a", 10));
+  auto stocked = Adjust("sku-a", 10);
+  ASSERT_OK(stocked);
+  WaitPublished(stocked->sequence());  // the listener below must see only the reservations
   class BlockingListener : public Recorder {
    public:
     void OnEvents(const std::vector<EventPtr>& events) override {
