@@ -1949,7 +1949,7 @@ namespace {
 
 // While a commit is under way, commands that arrive wait for it and then go to the store
 // together: one write per commit round instead of one per command (each write is a batch
-// of its own, and waking the writer for every command cost more than applying it).
+// of its own).
 TEST_F(CoreTest, CommandsArrivingDuringACommitGoToTheStoreTogether) {
   ASSERT_OK(Adjust("sku-a", 1000));
   store_.SetCommitDelay(20);
