@@ -2017,9 +2017,17 @@ TEST_F(CoreTest, ASlowListenerDoesNotHoldBackAnswers) {
                  [&](absl::StatusOr<inv::ReserveResponse> r) { second.set_value(std::move(r)); });
   auto answer = second.get_future();
   bool answered = answer.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  // Its event waits for the publisher, and the stats say so (read before the listener moves).
+  size_t unpublished = 0;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (answered && (unpublished = core_->stats().unpublished_events) != 1 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   listener.Open();
   ASSERT_TRUE(answered) << "the second Reserve waited for the stuck publication";
   ASSERT_OK(answer.get());
+  EXPECT_EQ(unpublished, 1u);
   // Nothing is lost: both events arrive, in order, once the listener moves again.
   ASSERT_TRUE(listener.WaitFor(2));
   core_->change_feed().Unsubscribe(&listener);

@@ -53,7 +53,11 @@ void ChangeFeed::Publish(const std::vector<EventPtr>& events) {
   }
   last_sequence_ = events.back()->sequence();
   for (ChangeListener* l : listeners_) l->OnEvents(events);
-  if (keyed_.empty()) return;
+  if (!keyed_.empty()) DeliverKeyed(events);
+  delivered_sequence_.store(last_sequence_, std::memory_order_release);
+}
+
+void ChangeFeed::DeliverKeyed(const std::vector<EventPtr>& events) {
   // Each keyed listener once, with its events in sequence order: the cost follows the
   // matches, not events x listeners (10,000 one-SKU watchers would otherwise each look at
   // every event).
@@ -70,12 +74,9 @@ void ChangeFeed::Reset(uint64_t last_sequence) {
   std::lock_guard lock(mu_);
   retained_.clear();
   last_sequence_ = last_sequence;
+  delivered_sequence_.store(last_sequence, std::memory_order_release);
 }
 
-uint64_t ChangeFeed::last_sequence() const {
-  std::lock_guard lock(mu_);
-  return last_sequence_;
-}
 
 size_t ChangeFeed::listeners() const {
   std::lock_guard lock(mu_);

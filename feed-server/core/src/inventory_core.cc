@@ -1740,6 +1740,10 @@ CoreStats InventoryCore::stats() const {
   s.held_reservations = impl_->stat_holds_.load();
   s.stock_levels = impl_->stat_levels_.load();
   s.last_sequence = impl_->feed_.last_sequence();
+  {
+    std::lock_guard lock(impl_->publish_mu_);
+    s.unpublished_events = impl_->unpublished_.size();
+  }
   std::lock_guard lock(impl_->mu_);
   s.queue_depth = impl_->queue_.size();
   return s;

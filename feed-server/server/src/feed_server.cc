@@ -67,6 +67,7 @@ class FeedServer::Impl {
   bool shut_down_ = false;
   std::thread housekeeping_;
   prometheus::Gauge* queue_depth_ = nullptr;
+  prometheus::Gauge* unpublished_events_ = nullptr;
   prometheus::Gauge* open_holds_ = nullptr;
   prometheus::Gauge* last_sequence_ = nullptr;
   prometheus::Gauge* outbox_depth_ = nullptr;
@@ -178,6 +179,7 @@ absl::Status FeedServer::Impl::Start() {
   auto& gauge = prometheus::BuildGauge().Name("feed_state").Help("Core and relay state").Register(
       *metrics_.registry());
   queue_depth_ = &gauge.Add({{"what", "writer_queue_depth"}});
+  unpublished_events_ = &gauge.Add({{"what", "unpublished_events"}});
   open_holds_ = &gauge.Add({{"what", "open_holds"}});
   last_sequence_ = &gauge.Add({{"what", "last_sequence"}});
   outbox_depth_ = &gauge.Add({{"what", "outbox_depth"}});
@@ -220,6 +222,7 @@ void FeedServer::Impl::Housekeeping() {
     lock.unlock();
     auto s = core_->stats();
     queue_depth_->Set(static_cast<double>(s.queue_depth));
+    unpublished_events_->Set(static_cast<double>(s.unpublished_events));
     open_holds_->Set(static_cast<double>(s.held_reservations));
     last_sequence_->Set(static_cast<double>(s.last_sequence));
     auto mem = store_->memory_usage();

@@ -2,6 +2,7 @@
 // (WatchStock, Feed, StreamOrderUpdates) and for waking the Kafka relay.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -55,11 +56,15 @@ class ChangeFeed {
   // Sets the sequence already committed at startup (nothing retained before it).
   void Reset(uint64_t last_sequence);
 
-  uint64_t last_sequence() const;
+  // The newest sequence delivered to every listener. Lock-free: it does not wait for a
+  // publication in progress (which can take long with thousands of listeners).
+  uint64_t last_sequence() const { return delivered_sequence_.load(std::memory_order_acquire); }
   size_t listeners() const;
 
  private:
   const size_t retention_;
+  void DeliverKeyed(const std::vector<EventPtr>& events);  // with mu_ held
+
   mutable std::mutex mu_;
   std::vector<ChangeListener*> listeners_;  // every event
   // Keyed listeners: by key, and each one's keys (for Unsubscribe).
@@ -67,6 +72,7 @@ class ChangeFeed {
   absl::flat_hash_map<ChangeListener*, std::vector<std::string>> keys_of_;
   std::deque<EventPtr> retained_;
   uint64_t last_sequence_ = 0;
+  std::atomic<uint64_t> delivered_sequence_{0};  // last_sequence_ once its listeners have it
 };
 
 }  // namespace feed::core

@@ -54,7 +54,8 @@ struct CoreStats {
   uint64_t batches = 0;
   uint64_t commands = 0;
   uint64_t events = 0;
-  size_t queue_depth = 0;
+  size_t queue_depth = 0;          // commands waiting for the writer
+  size_t unpublished_events = 0;   // events of answered commands waiting for the publisher
   size_t held_reservations = 0;
   size_t stock_levels = 0;
   uint64_t last_sequence = 0;
