@@ -13,6 +13,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <future>
 #include <limits>
 #include <map>
@@ -332,13 +333,18 @@ class CoreTest : public ::testing::Test {
     EXPECT_TRUE(id.ok() && id->has_value());
     return id.ok() && id->has_value() ? **id : "";
   }
-  // Publication to the change feed follows `done`: wait for it.
-  void WaitPublished(uint64_t sequence) {
+  // Polls `done` every millisecond for up to 10 s; whether it came true.
+  static bool Eventually(const std::function<bool()>& done) {
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (core_->change_feed().last_sequence() < sequence &&
-           std::chrono::steady_clock::now() < deadline) {
+    while (!done()) {
+      if (std::chrono::steady_clock::now() >= deadline) return false;
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
+    return true;
+  }
+  // Publication to the change feed follows `done`: wait for it.
+  void WaitPublished(uint64_t sequence) {
+    Eventually([&] { return core_->change_feed().last_sequence() >= sequence; });
     ASSERT_EQ(core_->change_feed().last_sequence(), sequence);
   }
 
@@ -2019,11 +2025,7 @@ TEST_F(CoreTest, ASlowListenerDoesNotHoldBackAnswers) {
   bool answered = answer.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
   // Its event waits for the publisher, and the stats say so (read before the listener moves).
   size_t unpublished = 0;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (answered && (unpublished = core_->stats().unpublished_events) != 1 &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  if (answered) Eventually([&] { return (unpublished = core_->stats().unpublished_events) == 1; });
   listener.Open();
   ASSERT_TRUE(answered) << "the second Reserve waited for the stuck publication";
   ASSERT_OK(answer.get());

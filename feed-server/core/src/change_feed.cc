@@ -8,9 +8,10 @@ ChangeFeed::Attach ChangeFeed::Subscribe(ChangeListener* listener, uint64_t afte
                                          std::vector<std::string> keys) {
   std::lock_guard lock(mu_);
   Attach a;
-  a.last_sequence = last_sequence_;
-  a.oldest_retained = retained_.empty() ? last_sequence_ + 1 : retained_.front()->sequence();
-  if (after_sequence < last_sequence_) {
+  const uint64_t last_sequence = last_sequence_.load(std::memory_order_relaxed);
+  a.last_sequence = last_sequence;
+  a.oldest_retained = retained_.empty() ? last_sequence + 1 : retained_.front()->sequence();
+  if (after_sequence < last_sequence) {
     if (after_sequence + 1 < a.oldest_retained) {
       a.gap = true;
     } else {
@@ -51,10 +52,9 @@ void ChangeFeed::Publish(const std::vector<EventPtr>& events) {
     retained_.push_back(e);
     if (retained_.size() > retention_) retained_.pop_front();
   }
-  last_sequence_ = events.back()->sequence();
   for (ChangeListener* l : listeners_) l->OnEvents(events);
   if (!keyed_.empty()) DeliverKeyed(events);
-  delivered_sequence_.store(last_sequence_, std::memory_order_release);
+  last_sequence_.store(events.back()->sequence(), std::memory_order_release);
 }
 
 void ChangeFeed::DeliverKeyed(const std::vector<EventPtr>& events) {
@@ -73,10 +73,8 @@ void ChangeFeed::DeliverKeyed(const std::vector<EventPtr>& events) {
 void ChangeFeed::Reset(uint64_t last_sequence) {
   std::lock_guard lock(mu_);
   retained_.clear();
-  last_sequence_ = last_sequence;
-  delivered_sequence_.store(last_sequence, std::memory_order_release);
+  last_sequence_.store(last_sequence, std::memory_order_release);
 }
-
 
 size_t ChangeFeed::listeners() const {
   std::lock_guard lock(mu_);

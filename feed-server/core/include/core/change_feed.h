@@ -58,21 +58,22 @@ class ChangeFeed {
 
   // The newest sequence delivered to every listener. Lock-free: it does not wait for a
   // publication in progress (which can take long with thousands of listeners).
-  uint64_t last_sequence() const { return delivered_sequence_.load(std::memory_order_acquire); }
+  uint64_t last_sequence() const { return last_sequence_.load(std::memory_order_acquire); }
   size_t listeners() const;
 
  private:
-  const size_t retention_;
   void DeliverKeyed(const std::vector<EventPtr>& events);  // with mu_ held
 
+  const size_t retention_;
   mutable std::mutex mu_;
   std::vector<ChangeListener*> listeners_;  // every event
   // Keyed listeners: by key, and each one's keys (for Unsubscribe).
   absl::flat_hash_map<std::string, std::vector<ChangeListener*>> keyed_;
   absl::flat_hash_map<ChangeListener*, std::vector<std::string>> keys_of_;
   std::deque<EventPtr> retained_;
-  uint64_t last_sequence_ = 0;
-  std::atomic<uint64_t> delivered_sequence_{0};  // last_sequence_ once its listeners have it
+  // Written under mu_ once every listener has the events, so that it can also be read
+  // without mu_ (last_sequence()).
+  std::atomic<uint64_t> last_sequence_{0};
 };
 
 }  // namespace feed::core
