@@ -28,6 +28,8 @@ TEST(ConfigTest, DefaultsAreTheDocumentedOnes) {
   EXPECT_EQ(r->config->core.limits.max_lines_per_request, 100u);
   EXPECT_EQ(r->config->max_receive_message_bytes, 1 << 20);
   EXPECT_TRUE(r->config->kafka.brokers.empty());
+  EXPECT_EQ(r->config->rocksdb_memtable_mb, 32);
+  EXPECT_EQ(r->config->rocksdb_block_cache_mb, 64);
 }
 
 TEST(ConfigTest, FlagsEnvironmentAndFile) {
@@ -71,6 +73,13 @@ TEST(ConfigTest, InvalidValuesStopTheStartWithOneClearLine) {
   auto keepalive_floor = Parse({"--keepalive-time-ms", "10000"});
   ASSERT_TRUE(keepalive_floor.ok()) << keepalive_floor.status();
   EXPECT_EQ(keepalive_floor->config->keepalive_time_ms, 10000);
+  auto tiny_memtables = Parse({"--rocksdb-memtable-mb", "1"});
+  ASSERT_FALSE(tiny_memtables.ok());
+  EXPECT_THAT(tiny_memtables.status().message(), HasSubstr("--rocksdb-memtable-mb"));
+  auto rocksdb_memory = Parse({"--rocksdb-memtable-mb", "256", "--rocksdb-block-cache-mb", "32"});
+  ASSERT_TRUE(rocksdb_memory.ok()) << rocksdb_memory.status();
+  EXPECT_EQ(rocksdb_memory->config->rocksdb_memtable_mb, 256);
+  EXPECT_EQ(rocksdb_memory->config->rocksdb_block_cache_mb, 32);
   auto unknown = Parse({"--no-such-flag"});
   ASSERT_FALSE(unknown.ok());
   for (const auto& s : {bad_mode.status(), zero.status(), property.status(), unknown.status()}) {

@@ -134,6 +134,15 @@ absl::StatusOr<ParseResult> ParseServerConfig(int argc, char** argv) {
           ->check(CLI::Range(int64_t{0}, int64_t{1} << 20)),
       "FEED_MAX_FREE_HEAP_MB");
 
+  env(app.add_option("--rocksdb-memtable-mb", c.rocksdb_memtable_mb,
+                     "RocksDB memtables of all tables together (unflushed writes)")
+          ->check(CLI::Range(int64_t{8}, int64_t{1} << 16)),
+      "FEED_ROCKSDB_MEMTABLE_MB");
+  env(app.add_option("--rocksdb-block-cache-mb", c.rocksdb_block_cache_mb,
+                     "RocksDB block cache for reads")
+          ->check(CLI::Range(int64_t{8}, int64_t{1} << 20)),
+      "FEED_ROCKSDB_BLOCK_CACHE_MB");
+
   auto& k = c.kafka;
   std::vector<std::string> kafka_properties;
   env(app.add_option("--kafka-brokers", k.brokers,

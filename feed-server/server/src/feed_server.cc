@@ -91,6 +91,8 @@ absl::Status FeedServer::Impl::Start() {
   so.path = config_.data_dir;
   so.durability = config_.durability;
   so.idempotency_retention_ms = config_.core.idempotency_retention_ms;
+  so.memtable_budget_bytes = static_cast<size_t>(config_.rocksdb_memtable_mb) << 20;
+  so.block_cache_bytes = static_cast<size_t>(config_.rocksdb_block_cache_mb) << 20;
   so.defer_compactions = true;  // InventoryCore::Open starts them once recovered
   auto store = storage::OpenRocksDbStore(so);
   if (!store.ok()) return store.status();

@@ -69,6 +69,10 @@ struct ServerConfig {
   // it (0 = no limit: tcmalloc's defaults). Bursts (a wave of slow streams ended, a large
   // snapshot sent) otherwise leave RSS at their peak for good.
   int64_t max_free_heap_mb = 16;
+  // RocksDB's memory: all memtables together (writes not yet flushed to table files) and
+  // the block cache (reads). Both are held on purpose and exported in /metrics.
+  int64_t rocksdb_memtable_mb = 32;
+  int64_t rocksdb_block_cache_mb = 64;
 
   KafkaConfig kafka;
 };
