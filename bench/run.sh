@@ -123,6 +123,9 @@ fi
 PID=$!
 wait_port "$PORT"
 load echo_closed --scenario echo --concurrency 64 --duration-s "$SECS" --warmup-s 3
+# The same at 256 in flight, where the server below is CPU-bound too (at 64 part of each
+# Reserve is the WAL fsync): the two ratios side by side.
+load echo_closed_256 --scenario echo --concurrency 256 --duration-s "$SECS" --warmup-s 3
 # The machine's latency floor for the open-loop bar: trivial gRPC at the same 15,000/s.
 load echo_open_15k --scenario echo --rate 15000 --duration-s "$SECS" --warmup-s 3
 stop
@@ -131,6 +134,8 @@ stop
 start_server sync --durability sync
 COMMON=(--skus 10000 --hot-skus 20 --hot-fraction 0.2 --hot-stock 500 --sku-prefix bench-)
 load reserve_closed --scenario reserve --concurrency 64 --duration-s "$SECS" --warmup-s 3 "${COMMON[@]}"
+load reserve_closed_256 --scenario reserve --concurrency 256 --duration-s "$SECS" --warmup-s 3 \
+  "${COMMON[@]}" --seed false
 load create_order_closed --scenario create-order --concurrency 64 --duration-s "$SECS" --warmup-s 3 \
   "${COMMON[@]}" --seed false
 load reserve_open_15k --scenario reserve --rate 15000 --duration-s "$SECS" --warmup-s 3 \
