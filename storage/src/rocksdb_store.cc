@@ -32,24 +32,34 @@ absl::Status ToStatus(const rocksdb::Status& s, std::string_view what) {
 rocksdb::Slice ToSlice(std::string_view s) { return rocksdb::Slice(s.data(), s.size()); }
 std::string_view ToView(const rocksdb::Slice& s) { return std::string_view(s.data(), s.size()); }
 
-// Drops idempotency records older than the retention window during compaction.
-class ExpiringRecordFilter : public rocksdb::CompactionFilter {
+// Drops, when a compaction reaches them, the records that have outlived their retention:
+// idempotency records by the creation time in front of them, closed reservations and
+// finished orders by the rule of whoever opened the store (RocksDbOptions::history_expired).
+class RetentionFilter : public rocksdb::CompactionFilter {
  public:
-  explicit ExpiringRecordFilter(int64_t retention_ms) : retention_ms_(retention_ms) {}
+  RetentionFilter(Table table, int64_t idempotency_retention_ms, RecordExpiredFn history_expired)
+      : table_(table),
+        idempotency_retention_ms_(idempotency_retention_ms),
+        history_expired_(std::move(history_expired)) {}
   bool Filter(int, const rocksdb::Slice&, const rocksdb::Slice& value, std::string*,
               bool*) const override {
-    int64_t created_at_ms = 0;
-    std::string_view payload;
-    if (!DecodeTimestamped(ToView(value), &created_at_ms, &payload)) return false;
     int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                          std::chrono::system_clock::now().time_since_epoch())
                          .count();
-    return now_ms - created_at_ms > retention_ms_;
+    if (table_ == Table::kIdempotency) {
+      int64_t created_at_ms = 0;
+      std::string_view payload;
+      if (!DecodeTimestamped(ToView(value), &created_at_ms, &payload)) return false;
+      return now_ms - created_at_ms > idempotency_retention_ms_;
+    }
+    return history_expired_ && history_expired_(table_, ToView(value), now_ms);
   }
-  const char* Name() const override { return "feed.ExpiringRecordFilter"; }
+  const char* Name() const override { return "feed.RetentionFilter"; }
 
  private:
-  int64_t retention_ms_;
+  Table table_;
+  int64_t idempotency_retention_ms_;
+  RecordExpiredFn history_expired_;
 };
 
 class RocksWriteGroup : public WriteGroup {
@@ -124,8 +134,7 @@ class RocksView : public ReadView {
 
 class RocksDbStore : public Store {
  public:
-  RocksDbStore(const RocksDbOptions& options, std::unique_ptr<rocksdb::CompactionFilter> filter)
-      : options_(options), filter_(std::move(filter)) {}
+  explicit RocksDbStore(const RocksDbOptions& options) : options_(options) {}
 
   ~RocksDbStore() override {
     if (!db_) return;
@@ -182,8 +191,11 @@ class RocksDbStore : public Store {
       cf_options.OptimizeLevelStyleCompaction(options_.memtable_budget_bytes);
       cf_options.disable_auto_compactions = options_.defer_compactions;
       cf_options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table_options));
-      if (static_cast<Table>(i) == Table::kIdempotency) {
-        cf_options.compaction_filter = filter_.get();
+      if (Table t = static_cast<Table>(i); t == Table::kIdempotency ||
+                                            t == Table::kReservations || t == Table::kOrders) {
+        filters_[i] = std::make_unique<RetentionFilter>(t, options_.idempotency_retention_ms,
+                                                        options_.history_expired);
+        cf_options.compaction_filter = filters_[i].get();
       }
       // Every new idempotency key and client reservation id is looked up first and is
       // almost always absent: a memtable bloom filter answers those misses without walking
@@ -240,6 +252,17 @@ class RocksDbStore : public Store {
     if (!s.ok()) spdlog::error("storage: turning on compactions failed: {}", s.ToString());
   }
 
+  absl::Status CompactAll() override {
+    rocksdb::CompactRangeOptions options;
+    // Rewrite the last level too, so that every record meets the retention filters.
+    options.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForce;
+    for (auto* cf : cfs_) {
+      rocksdb::Status s = db_->CompactRange(options, cf, nullptr, nullptr);
+      if (!s.ok()) return ToStatus(s, "compact " + cf->GetName());
+    }
+    return absl::OkStatus();
+  }
+
   std::unique_ptr<WriteGroup> NewWriteGroup() override {
     return std::make_unique<RocksWriteGroup>(&cfs_);
   }
@@ -265,7 +288,7 @@ class RocksDbStore : public Store {
 
  private:
   RocksDbOptions options_;
-  std::unique_ptr<rocksdb::CompactionFilter> filter_;
+  std::unique_ptr<rocksdb::CompactionFilter> filters_[kTableCount];  // outlive db_
   std::unique_ptr<rocksdb::Env> power_loss_env_;  // outlives db_ (declared first)
   std::unique_ptr<rocksdb::DB> db_;
   std::vector<rocksdb::ColumnFamilyHandle*> cfs_;
@@ -275,8 +298,7 @@ class RocksDbStore : public Store {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Store>> OpenRocksDbStore(const RocksDbOptions& options) {
-  auto store = std::make_unique<RocksDbStore>(
-      options, std::make_unique<ExpiringRecordFilter>(options.idempotency_retention_ms));
+  auto store = std::make_unique<RocksDbStore>(options);
   if (absl::Status s = store->Open(); !s.ok()) return s;
   return std::unique_ptr<Store>(std::move(store));
 }

@@ -29,6 +29,7 @@ TEST(ConfigTest, DefaultsAreTheDocumentedOnes) {
   EXPECT_EQ(r->config->max_receive_message_bytes, 1 << 20);
   EXPECT_TRUE(r->config->kafka.brokers.empty());
   EXPECT_EQ(r->config->rocksdb_memtable_mb, 32);
+  EXPECT_EQ(r->config->core.history_retention_ms, 30LL * 24 * 3600 * 1000);
   EXPECT_EQ(r->config->rocksdb_block_cache_mb, 64);
 }
 

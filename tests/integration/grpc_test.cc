@@ -398,6 +398,38 @@ TEST_F(GrpcSmallRetentionTest, ResumeFromAForgottenSequenceSaysSoOrResnapshots) 
   again->Finish();
 }
 
+class GrpcShortHistoryTest : public GrpcTest {
+  void Customize(server::ServerConfig& c) override { c.core.history_retention_ms = 300; }
+};
+
+TEST_F(GrpcShortHistoryTest, AFinishedOrderIsNotFoundOnceItsHistoryRetentionHasPassed) {
+  Adjust("sku-h", 5);
+  ord::CreateOrderRequest create;
+  create.set_customer_id("cust-7");
+  create.add_item_ids("sku-h");
+  ord::CreateOrderResponse created;
+  ASSERT_TRUE(orders_->CreateOrder(Ctx().get(), create, &created).ok());
+  ord::CancelOrderRequest cancel;
+  cancel.set_order_id(created.order_id());
+  ord::OrderResponse cancelled;
+  ASSERT_TRUE(orders_->CancelOrder(Ctx().get(), cancel, &cancelled).ok());
+  ord::GetOrderRequest get;
+  get.set_order_id(created.order_id());
+  ord::Order order;
+  ASSERT_TRUE(orders_->GetOrder(Ctx().get(), get, &order).ok());
+  EXPECT_EQ(order.status(), ord::ORDER_STATUS_CANCELLED);
+
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  grpc::Status gone = orders_->GetOrder(Ctx().get(), get, &order);
+  EXPECT_EQ(gone.error_code(), grpc::StatusCode::NOT_FOUND) << gone.error_message();
+  EXPECT_THAT(gone.error_message(), HasSubstr(created.order_id()));
+  inv::GetReservationRequest reservation;
+  reservation.set_reservation_id(created.reservation_id());
+  inv::Reservation released;
+  EXPECT_EQ(stub_->GetReservation(Ctx().get(), reservation, &released).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+}
+
 class GrpcSlowReaderTest : public GrpcTest {
   void Customize(server::ServerConfig& c) override { c.stream_max_queued_levels = 100; }
 };

@@ -24,6 +24,7 @@
 
 #include "core/change_feed.h"
 #include "core/clock.h"
+#include "core/history.h"
 #include "core/inventory_core.h"
 #include "core/options.h"
 #include "core/strings.h"
@@ -855,6 +856,85 @@ TEST_F(CoreTest, ExpiredHoldIsRefusedThenSweptBackToStock) {
   ASSERT_OK(again);
   EXPECT_EQ(again->expired_holds, 0u);
   EXPECT_EQ(core_->stats().held_reservations, 0u);
+}
+
+TEST_F(CoreTest, ClosedReservationsAndFinishedOrdersAreGonePastTheHistoryRetention) {
+  options_.history_retention_ms = 60'000;
+  Reopen();
+  ASSERT_OK(Adjust("sku-a", 10));
+  ASSERT_OK(Reserve({{"sku-a", 1}}, "cart-1"));
+  ASSERT_OK(Commit("cart-1"));
+  auto held = Reserve({{"sku-a", 1}}, "", "", 7LL * 24 * 3600 * 1000);
+  ASSERT_OK(held);
+  auto cancelled = CreateOrder({"sku-a"});
+  ASSERT_OK(cancelled);
+  ASSERT_OK(Cancel(cancelled->order_id()));
+  auto confirmed = CreateOrder({"sku-a"}, {}, "", 7LL * 24 * 3600 * 1000);
+  ASSERT_OK(confirmed);
+
+  clock_.Advance(60'000);  // exactly the retention: still kept
+  EXPECT_EQ(core_->GetReservation("cart-1")->state(), inv::RESERVATION_STATE_COMMITTED);
+  EXPECT_EQ(core_->GetOrder(cancelled->order_id())->status(), ord::ORDER_STATUS_CANCELLED);
+  EXPECT_TRUE(IsError(Commit("cart-1"), absl::StatusCode::kFailedPrecondition,
+                      "already COMMITTED"));
+
+  clock_.Advance(1);
+  EXPECT_TRUE(IsError(core_->GetReservation("cart-1"), absl::StatusCode::kNotFound,
+                      "reservation 'cart-1' not found"));
+  EXPECT_TRUE(IsError(core_->GetOrder(cancelled->order_id()), absl::StatusCode::kNotFound,
+                      "not found"));
+  EXPECT_TRUE(IsError(Commit("cart-1"), absl::StatusCode::kNotFound, "reservation 'cart-1'"));
+  EXPECT_TRUE(IsError(Cancel(cancelled->order_id()), absl::StatusCode::kNotFound, "not found"));
+  // What is still under way stays, however old.
+  EXPECT_EQ(core_->GetReservation(held->reservation().reservation_id())->state(),
+            inv::RESERVATION_STATE_HELD);
+  EXPECT_EQ(core_->GetOrder(confirmed->order_id())->status(), ord::ORDER_STATUS_CONFIRMED);
+  // A client's reservation id is free again.
+  auto reused = Reserve({{"sku-a", 2}}, "cart-1");
+  ASSERT_OK(reused);
+  EXPECT_EQ(reused->reservation().state(), inv::RESERVATION_STATE_HELD);
+  ASSERT_OK(Commit("cart-1"));
+  EXPECT_EQ(Level("sku-a").on_hand(), 7);
+}
+
+TEST(HistoryTest, WhatExpiresAndWhatIsKept) {
+  const int64_t kDay = 24LL * 3600 * 1000;
+  inv::Reservation closed;
+  closed.set_state(inv::RESERVATION_STATE_RELEASED);
+  closed.set_closed_at_ms(kStart);
+  inv::Reservation held;
+  held.set_state(inv::RESERVATION_STATE_HELD);
+  ord::Order delivered;
+  delivered.set_status(ord::ORDER_STATUS_DELIVERED);
+  delivered.set_updated_at_ms(kStart);
+  ord::Order packing = delivered;
+  packing.set_status(ord::ORDER_STATUS_PACKING);
+
+  EXPECT_FALSE(core::ReservationExpired(closed, kStart + kDay, kDay));
+  EXPECT_TRUE(core::ReservationExpired(closed, kStart + kDay + 1, kDay));
+  EXPECT_FALSE(core::ReservationExpired(closed, kStart + 1000 * kDay, 0));  // 0: for good
+  EXPECT_FALSE(core::ReservationExpired(held, kStart + 1000 * kDay, kDay));
+  EXPECT_TRUE(core::OrderExpired(delivered, kStart + kDay + 1, kDay));
+  EXPECT_FALSE(core::OrderExpired(packing, kStart + 1000 * kDay, kDay));
+  for (auto status : {ord::ORDER_STATUS_CANCELLED, ord::ORDER_STATUS_EXPIRED}) {
+    ord::Order o = delivered;
+    o.set_status(status);
+    EXPECT_TRUE(core::OrderExpired(o, kStart + kDay + 1, kDay)) << status;
+  }
+  for (auto status : {ord::ORDER_STATUS_CONFIRMED, ord::ORDER_STATUS_PAID,
+                      ord::ORDER_STATUS_DISPATCHED}) {
+    ord::Order o = delivered;
+    o.set_status(status);
+    EXPECT_FALSE(core::OrderExpired(o, kStart + 1000 * kDay, kDay)) << status;
+  }
+
+  // Stored records, as the compaction filter sees them.
+  const int64_t later = kStart + kDay + 1;
+  EXPECT_TRUE(core::HistoryExpired(Table::kReservations, closed.SerializeAsString(), later, kDay));
+  EXPECT_TRUE(core::HistoryExpired(Table::kOrders, delivered.SerializeAsString(), later, kDay));
+  EXPECT_FALSE(core::HistoryExpired(Table::kOrders, packing.SerializeAsString(), later, kDay));
+  EXPECT_FALSE(core::HistoryExpired(Table::kHolds, closed.SerializeAsString(), later, kDay));
+  EXPECT_FALSE(core::HistoryExpired(Table::kReservations, "\xff\xff not a record", later, kDay));
 }
 
 TEST_F(CoreTest, ExpiringOrderHoldExpiresTheOrder) {

@@ -8,12 +8,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <set>
@@ -443,6 +445,52 @@ TEST(RocksDeferredCompactionTest, NothingIsCompactedUntilStartCompactions) {
   EXPECT_EQ(ScanAll(store, Table::kOutbox, "", "").size(), 4000u);
   store.StartCompactions();  // a second call changes nothing
   EXPECT_EQ(GetOrDie(store, Table::kOutbox, "e-39-99"), value);
+}
+
+TEST(RocksRetentionTest, CompactionDropsExpiredRecordsAndKeepsTheRest) {
+  TempDir dir;
+  RocksDbOptions o;
+  o.path = dir.path();
+  o.idempotency_retention_ms = 60'000;
+  std::set<Table> asked;
+  std::mutex asked_mu;
+  // The rule is the caller's; here a value starting with "old" has expired.
+  o.history_expired = [&](Table t, std::string_view value, int64_t now_ms) {
+    std::lock_guard lock(asked_mu);
+    asked.insert(t);
+    EXPECT_GT(now_ms, 1'700'000'000'000);  // wall-clock milliseconds
+    return value.substr(0, 3) == "old";
+  };
+  auto opened = OpenRocksDbStore(o);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  Store& store = **opened;
+  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
+  auto g = store.NewWriteGroup();
+  g->Put(Table::kReservations, "closed-old", "old reservation");
+  g->Put(Table::kReservations, "closed-new", "new reservation");
+  g->Put(Table::kOrders, "order-old", "old order");
+  g->Put(Table::kOrders, "order-new", "new order");
+  g->Put(Table::kHolds, "hold", "old, but holds are never filtered");
+  g->Put(Table::kOutbox, EncodeSequence(1), "old, but the outbox is never filtered");
+  g->Put(Table::kIdempotency, "key-old", EncodeTimestamped(now_ms - 120'000, "response"));
+  g->Put(Table::kIdempotency, "key-new", EncodeTimestamped(now_ms - 1'000, "response"));
+  ASSERT_TRUE(store.Commit(*g).ok());
+  // Until a compaction reaches them, expired records are still there.
+  EXPECT_TRUE(GetOrDie(store, Table::kReservations, "closed-old").has_value());
+
+  ASSERT_TRUE(store.CompactAll().ok());
+  EXPECT_FALSE(GetOrDie(store, Table::kReservations, "closed-old").has_value());
+  EXPECT_FALSE(GetOrDie(store, Table::kOrders, "order-old").has_value());
+  EXPECT_FALSE(GetOrDie(store, Table::kIdempotency, "key-old").has_value());
+  EXPECT_EQ(GetOrDie(store, Table::kReservations, "closed-new"), "new reservation");
+  EXPECT_EQ(GetOrDie(store, Table::kOrders, "order-new"), "new order");
+  EXPECT_TRUE(GetOrDie(store, Table::kIdempotency, "key-new").has_value());
+  EXPECT_TRUE(GetOrDie(store, Table::kHolds, "hold").has_value());
+  EXPECT_TRUE(GetOrDie(store, Table::kOutbox, EncodeSequence(1)).has_value());
+  std::lock_guard lock(asked_mu);
+  EXPECT_EQ(asked, (std::set<Table>{Table::kReservations, Table::kOrders}));
 }
 
 INSTANTIATE_TEST_SUITE_P(Durabilities, RocksTest,

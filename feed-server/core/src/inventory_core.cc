@@ -23,6 +23,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/container/node_hash_map.h"
+#include "core/history.h"
 #include "core/level_key.h"
 #include "core/strings.h"
 #include "core/validation.h"
@@ -1092,6 +1093,9 @@ absl::StatusOr<std::optional<Reservation>> InventoryCore::Impl::FindClosed(Batch
   if (!stored->has_value()) return std::optional<Reservation>();
   Reservation r;
   if (!r.ParseFromString(**stored)) return absl::DataLossError("reservation record is corrupt");
+  if (ReservationExpired(r, b.now_ms, options_.history_retention_ms)) {
+    return std::optional<Reservation>();  // past the history retention: the id is free again
+  }
   return r;
 }
 
@@ -1190,6 +1194,9 @@ absl::StatusOr<Order*> InventoryCore::Impl::LoadOrder(Batch& b, const std::strin
   }
   Order o;
   if (!o.ParseFromString(**stored)) return absl::DataLossError("order record is corrupt");
+  if (OrderExpired(o, b.now_ms, options_.history_retention_ms)) {
+    return absl::NotFoundError(StrCat("order '", id, "' not found"));
+  }
   return &(b.orders[id] = std::move(o));
 }
 
@@ -1630,6 +1637,9 @@ absl::StatusOr<Reservation> InventoryCore::GetReservation(std::string_view id) c
     if (value->has_value()) {
       Reservation r;
       if (!r.ParseFromString(**value)) return absl::DataLossError("reservation record is corrupt");
+      if (ReservationExpired(r, impl_->clock_.NowMillis(), impl_->options_.history_retention_ms)) {
+        break;
+      }
       return r;
     }
   }
@@ -1643,6 +1653,9 @@ absl::StatusOr<Order> InventoryCore::GetOrder(std::string_view id) const {
   if (!value->has_value()) return absl::NotFoundError(StrCat("order '", id, "' not found"));
   Order o;
   if (!o.ParseFromString(**value)) return absl::DataLossError("order record is corrupt");
+  if (OrderExpired(o, impl_->clock_.NowMillis(), impl_->options_.history_retention_ms)) {
+    return absl::NotFoundError(StrCat("order '", id, "' not found"));
+  }
   return o;
 }
 

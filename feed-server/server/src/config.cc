@@ -46,6 +46,10 @@ absl::StatusOr<ParseResult> ParseServerConfig(int argc, char** argv) {
                      "how long idempotency keys are remembered")
           ->check(CLI::Range(int64_t{1000}, int64_t{30} * 24 * 3600 * 1000)),
       "FEED_IDEMPOTENCY_RETENTION_MS");
+  env(app.add_option("--history-retention-ms", o.history_retention_ms,
+                     "how long closed reservations and finished orders are kept (0 = for good)")
+          ->check(CLI::Range(int64_t{0}, int64_t{3650} * 24 * 3600 * 1000)),
+      "FEED_HISTORY_RETENTION_MS");
   env(app.add_option("--max-batch", o.max_batch_commands, "commands per WriteBatch (group commit)")
           ->check(CLI::Range(1, 100000)),
       "FEED_MAX_BATCH");

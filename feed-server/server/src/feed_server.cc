@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "bridge/relay.h"
+#include "core/history.h"
 #include "core/strings.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
@@ -91,6 +92,10 @@ absl::Status FeedServer::Impl::Start() {
   so.path = config_.data_dir;
   so.durability = config_.durability;
   so.idempotency_retention_ms = config_.core.idempotency_retention_ms;
+  so.history_expired = [retention_ms = config_.core.history_retention_ms](
+                           storage::Table table, std::string_view value, int64_t now_ms) {
+    return core::HistoryExpired(table, value, now_ms, retention_ms);
+  };
   so.memtable_budget_bytes = static_cast<size_t>(config_.rocksdb_memtable_mb) << 20;
   so.block_cache_bytes = static_cast<size_t>(config_.rocksdb_block_cache_mb) << 20;
   so.defer_compactions = true;  // InventoryCore::Open starts them once recovered

@@ -2,18 +2,27 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "storage/store.h"
 
 namespace feed::storage {
+
+// Whether a record of `table` has outlived its retention at now_ms (ms since the epoch).
+using RecordExpiredFn = std::function<bool(Table table, std::string_view value, int64_t now_ms)>;
 
 struct RocksDbOptions {
   std::string path = "./data";
   Durability durability = Durability::kSync;
   // Idempotency records older than this are dropped by compaction (reads also ignore them).
   int64_t idempotency_retention_ms = 24LL * 3600 * 1000;
+  // Closed reservations (kReservations) and orders (kOrders) for which this returns true
+  // are dropped when a compaction reaches them; the rule is the core's (core/history.h).
+  // Empty keeps them all. Runs on RocksDB's compaction threads.
+  RecordExpiredFn history_expired;
   // Block cache for reads (GetStock, snapshots).
   size_t block_cache_bytes = 64u << 20;
   // All memtables of all tables together (a shared WriteBufferManager): bounds the memory

@@ -87,6 +87,10 @@ class Store : public ReadView {
   // Turns on the automatic compactions of a store opened with them deferred (see
   // RocksDbOptions::defer_compactions); a no-op otherwise and when called again.
   virtual void StartCompactions() {}
+  // Compacts every table now, so that records past their retention are dropped at once
+  // instead of whenever a compaction reaches them (tests, maintenance); a no-op where the
+  // engine has no compactions.
+  virtual absl::Status CompactAll() { return absl::OkStatus(); }
 };
 
 // Key and value encodings shared by the writer and the relay.

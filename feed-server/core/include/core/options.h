@@ -31,6 +31,9 @@ struct CoreOptions {
   int64_t default_hold_ttl_ms = 15 * 60 * 1000;
   // How long an idempotency key is remembered.
   int64_t idempotency_retention_ms = 24LL * 3600 * 1000;
+  // How long closed reservations and finished orders are kept (core/history.h); 0 keeps
+  // them for good.
+  int64_t history_retention_ms = 30LL * 24 * 3600 * 1000;
   // Most commands the writer applies in one WriteBatch.
   size_t max_batch_commands = 1024;
   // Commands waiting for the writer; beyond it calls fail fast with RESOURCE_EXHAUSTED.
