@@ -1,6 +1,8 @@
 #include "core/validation.h"
 
 #include <cmath>
+#include <optional>
+#include <string>
 
 #include "core/strings.h"
 
@@ -30,11 +32,25 @@ absl::Status ValidateText(std::string_view field, std::string_view value, const 
   return absl::OkStatus();
 }
 
-absl::Status ValidateQuantity(std::string_view field, int64_t q, const Limits& l) {
-  if (q < 1 || q > l.max_quantity) {
-    return Invalid(field, StrCat("must be between 1 and ", l.max_quantity, ", got ", q));
+// What is wrong with an identifier, or nothing: the caller names the field only when there
+// is a problem (a request's lines are checked on every call, their names built on failure).
+std::optional<std::string> IdProblem(std::string_view value, const Limits& limits,
+                                     bool required) {
+  if (value.empty()) return required ? std::optional<std::string>("is required") : std::nullopt;
+  if (value.size() > limits.max_id_length) {
+    return StrCat("at most ", limits.max_id_length, " characters, got ", value.size());
   }
-  return absl::OkStatus();
+  for (char c : value) {
+    if (!IsIdChar(c)) return "may contain only letters, digits and . _ - : / @ + = #";
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> QuantityProblem(int64_t q, const Limits& l) {
+  if (q < 1 || q > l.max_quantity) {
+    return StrCat("must be between 1 and ", l.max_quantity, ", got ", q);
+  }
+  return std::nullopt;
 }
 
 absl::Status ValidateKey(const std::string& key, const Limits& l) {
@@ -52,16 +68,14 @@ absl::Status ValidateLines(std::string_view field,
   }
   for (int i = 0; i < lines->size(); ++i) {
     LineT& line = *lines->Mutable(i);
-    std::string prefix = StrCat(field, "[", i, "]");
     if (line.location().empty()) line.set_location(o.default_location);
-    if (auto s = ValidateId(StrCat(prefix, ".sku"), line.sku(), o.limits); !s.ok()) return s;
-    if (auto s = ValidateId(StrCat(prefix, ".location"), line.location(), o.limits);
-        !s.ok()) {
-      return s;
+    auto line_field = [&](std::string_view leaf) { return StrCat(field, "[", i, "].", leaf); };
+    if (auto p = IdProblem(line.sku(), o.limits, true)) return Invalid(line_field("sku"), *p);
+    if (auto p = IdProblem(line.location(), o.limits, true)) {
+      return Invalid(line_field("location"), *p);
     }
-    if (auto s = ValidateQuantity(StrCat(prefix, ".quantity"), line.quantity(), o.limits);
-        !s.ok()) {
-      return s;
+    if (auto p = QuantityProblem(line.quantity(), o.limits)) {
+      return Invalid(line_field("quantity"), *p);
     }
   }
   return absl::OkStatus();
@@ -80,18 +94,7 @@ absl::Status ValidateTtl(std::string_view field, int64_t ttl_ms, const Limits& l
 
 absl::Status ValidateId(std::string_view field, std::string_view value, const Limits& limits,
                         bool required) {
-  if (value.empty()) {
-    return required ? Invalid(field, "is required") : absl::OkStatus();
-  }
-  if (value.size() > limits.max_id_length) {
-    return Invalid(field, StrCat("at most ", limits.max_id_length, " characters, got ",
-                                       value.size()));
-  }
-  for (char c : value) {
-    if (!IsIdChar(c)) {
-      return Invalid(field, "may contain only letters, digits and . _ - : / @ + = #");
-    }
-  }
+  if (auto p = IdProblem(value, limits, required)) return Invalid(field, *p);
   return absl::OkStatus();
 }
 
