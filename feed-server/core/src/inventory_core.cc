@@ -193,6 +193,23 @@ void FillReservation(const OpenHold& hold, Reservation* out) {
   }
 }
 
+// A stored reservation or order as callers see it: nothing when it is absent or past the
+// history retention (core/history.h), DATA_LOSS when it does not parse.
+template <class Record>
+absl::StatusOr<std::optional<Record>> ReadHistoryRecord(
+    const absl::StatusOr<std::optional<std::string>>& stored, std::string_view what,
+    bool (*expired)(const Record&, int64_t now_ms, int64_t retention_ms), int64_t now_ms,
+    int64_t retention_ms) {
+  if (!stored.ok()) return stored.status();
+  if (!stored->has_value()) return std::optional<Record>();
+  Record record;
+  if (!record.ParseFromString(**stored)) {
+    return absl::DataLossError(StrCat(what, " record is corrupt"));
+  }
+  if (expired(record, now_ms, retention_ms)) return std::optional<Record>();
+  return record;
+}
+
 // The inverse, for recovery; false if `r` is not a HELD reservation.
 bool ToHold(const Reservation& r, Hold* out) {
   if (r.state() != inventory::v1::RESERVATION_STATE_HELD) return false;
@@ -1088,15 +1105,10 @@ absl::StatusOr<std::optional<Reservation>> InventoryCore::Impl::FindClosed(Batch
   for (auto older = uncommitted_.rbegin(); older != uncommitted_.rend(); ++older) {
     if (auto it = (*older)->closed.find(id); it != (*older)->closed.end()) return it->second;
   }
-  auto stored = store_.Get(Table::kReservations, id);
-  if (!stored.ok()) return stored.status();
-  if (!stored->has_value()) return std::optional<Reservation>();
-  Reservation r;
-  if (!r.ParseFromString(**stored)) return absl::DataLossError("reservation record is corrupt");
-  if (ReservationExpired(r, b.now_ms, options_.history_retention_ms)) {
-    return std::optional<Reservation>();  // past the history retention: the id is free again
-  }
-  return r;
+  // Past the history retention a closed reservation is gone: its id is free again.
+  return ReadHistoryRecord<Reservation>(store_.Get(Table::kReservations, id), "reservation",
+                                        &ReservationExpired, b.now_ms,
+                                        options_.history_retention_ms);
 }
 
 absl::Status InventoryCore::Impl::CheckReservationIdFree(Batch& b, const std::string& id) {
@@ -1187,17 +1199,11 @@ absl::StatusOr<Order*> InventoryCore::Impl::LoadOrder(Batch& b, const std::strin
       return &(b.orders[id] = it->second);
     }
   }
-  auto stored = store_.Get(Table::kOrders, id);
+  auto stored = ReadHistoryRecord<Order>(store_.Get(Table::kOrders, id), "order", &OrderExpired,
+                                         b.now_ms, options_.history_retention_ms);
   if (!stored.ok()) return stored.status();
-  if (!stored->has_value()) {
-    return absl::NotFoundError(StrCat("order '", id, "' not found"));
-  }
-  Order o;
-  if (!o.ParseFromString(**stored)) return absl::DataLossError("order record is corrupt");
-  if (OrderExpired(o, b.now_ms, options_.history_retention_ms)) {
-    return absl::NotFoundError(StrCat("order '", id, "' not found"));
-  }
-  return &(b.orders[id] = std::move(o));
+  if (!stored->has_value()) return absl::NotFoundError(StrCat("order '", id, "' not found"));
+  return &(b.orders[id] = std::move(**stored));
 }
 
 void InventoryCore::Impl::SetOrderStatus(Batch& b, Order& order, OrderStatus status,
@@ -1631,32 +1637,24 @@ absl::StatusOr<inventory::v1::GetStockResponse> InventoryCore::GetStock(
 absl::StatusOr<Reservation> InventoryCore::GetReservation(std::string_view id) const {
   if (absl::Status s = ValidateId("reservation_id", id, impl_->options_.limits); !s.ok()) return s;
   auto view = impl_->store_.Snapshot();
+  const int64_t now_ms = impl_->clock_.NowMillis();
   for (Table t : {Table::kHolds, Table::kReservations}) {
-    auto value = view->Get(t, id);
-    if (!value.ok()) return value.status();
-    if (value->has_value()) {
-      Reservation r;
-      if (!r.ParseFromString(**value)) return absl::DataLossError("reservation record is corrupt");
-      if (ReservationExpired(r, impl_->clock_.NowMillis(), impl_->options_.history_retention_ms)) {
-        break;
-      }
-      return r;
-    }
+    auto r = ReadHistoryRecord<Reservation>(view->Get(t, id), "reservation", &ReservationExpired,
+                                            now_ms, impl_->options_.history_retention_ms);
+    if (!r.ok()) return r.status();
+    if (r->has_value()) return std::move(**r);
   }
   return absl::NotFoundError(StrCat("reservation '", id, "' not found"));
 }
 
 absl::StatusOr<Order> InventoryCore::GetOrder(std::string_view id) const {
   if (absl::Status s = ValidateId("order_id", id, impl_->options_.limits); !s.ok()) return s;
-  auto value = impl_->store_.Get(Table::kOrders, id);
-  if (!value.ok()) return value.status();
-  if (!value->has_value()) return absl::NotFoundError(StrCat("order '", id, "' not found"));
-  Order o;
-  if (!o.ParseFromString(**value)) return absl::DataLossError("order record is corrupt");
-  if (OrderExpired(o, impl_->clock_.NowMillis(), impl_->options_.history_retention_ms)) {
-    return absl::NotFoundError(StrCat("order '", id, "' not found"));
-  }
-  return o;
+  auto o = ReadHistoryRecord<Order>(impl_->store_.Get(Table::kOrders, id), "order", &OrderExpired,
+                                    impl_->clock_.NowMillis(),
+                                    impl_->options_.history_retention_ms);
+  if (!o.ok()) return o.status();
+  if (!o->has_value()) return absl::NotFoundError(StrCat("order '", id, "' not found"));
+  return std::move(**o);
 }
 
 namespace {
