@@ -39,12 +39,12 @@
 
 #include "core/clock.h"
 #include "core/inventory_core.h"
+#include "core/message_parsing.h"
 #include "core/options.h"
 #include "core/strings.h"
 #include "core/validation.h"
 #include "events/v1/events.pb.h"
 #include "fuzz_common.h"
-#include "google/protobuf/stubs/logging.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "inventory/v1/inventory.pb.h"
 #include "order/v1/order.pb.h"
@@ -132,6 +132,23 @@ void PrintOutcomes() {
     std::fprintf(stderr, "%-13s %8llu  %s\n", kOpNames[k.first],
                  static_cast<unsigned long long>(n), k.second.c_str());
   }
+}
+
+// Parses a request as the servers do (core::ParseMessage). Bytes that are not a valid
+// message must be refused with INVALID_ARGUMENT naming the message type (and the field, for
+// a string that is not UTF-8); those inputs end here.
+bool Parsed(const uint8_t* data, size_t size, google::protobuf::Message* request) {
+  std::string_view bytes(reinterpret_cast<const char*>(data), size);
+  absl::Status parsed = core::ParseMessage(bytes, request);
+  if (parsed.ok()) return true;
+  Count(Outcome(parsed));
+  FUZZ_CHECK(parsed.code() == absl::StatusCode::kInvalidArgument, ToString(parsed));
+  const std::string message(parsed.message());
+  FUZZ_CHECK(message.find("could not be parsed as " + request->GetTypeName()) != std::string::npos,
+             message);
+  FUZZ_CHECK(message.find("UTF-8") == std::string::npos || message.find("String field '") != std::string::npos,
+             StrCat("a UTF-8 error that names no field: ", message));
+  return false;
 }
 
 bool Documented(absl::StatusCode c) {
@@ -413,7 +430,7 @@ std::optional<Resp> World::Apply(const char* op,
 
 void World::DoAdjust(const uint8_t* data, size_t size) {
   inv::AdjustStockRequest r;
-  if (!r.ParseFromArray(data, static_cast<int>(size))) return;
+  if (!Parsed(data, size, &r)) return;
   if (absl::Status v = core::ValidateAdjust(r, options_); !v.ok()) {
     ExpectInvalid(CallSync(*core_, &InventoryCore::AdjustStock, r), v);
     return;
@@ -436,7 +453,7 @@ void World::DoAdjust(const uint8_t* data, size_t size) {
 
 void World::DoReserve(const uint8_t* data, size_t size) {
   inv::ReserveRequest r;
-  if (!r.ParseFromArray(data, static_cast<int>(size))) return;
+  if (!Parsed(data, size, &r)) return;
   Resolve(r.mutable_reservation_id(), reservations_);
   if (absl::Status v = core::ValidateReserve(r, options_); !v.ok()) {
     ExpectInvalid(CallSync(*core_, &InventoryCore::Reserve, r), v);
@@ -484,13 +501,13 @@ void World::DoCommitOrRelease(bool commit, const uint8_t* data, size_t size) {
   inv::ReleaseRequest rel;
   absl::Status v;
   if (commit) {
-    if (!c.ParseFromArray(data, static_cast<int>(size))) return;
+    if (!Parsed(data, size, &c)) return;
     ResolveHold(c.mutable_reservation_id(), client_holds_, reservations_);
     v = core::ValidateCommit(c, options_);
     if (!v.ok()) return ExpectInvalid(CallSync(*core_, &InventoryCore::Commit, c), v);
     id = c.reservation_id();
   } else {
-    if (!rel.ParseFromArray(data, static_cast<int>(size))) return;
+    if (!Parsed(data, size, &rel)) return;
     ResolveHold(rel.mutable_reservation_id(), client_holds_, reservations_);
     v = core::ValidateRelease(rel, options_);
     if (!v.ok()) return ExpectInvalid(CallSync(*core_, &InventoryCore::Release, rel), v);
@@ -541,7 +558,7 @@ void World::DoCommitOrRelease(bool commit, const uint8_t* data, size_t size) {
 
 void World::DoGetStock(const uint8_t* data, size_t size) {
   inv::GetStockRequest r;
-  if (!r.ParseFromArray(data, static_cast<int>(size))) return;
+  if (!Parsed(data, size, &r)) return;
   absl::Status v = core::ValidateGetStock(r, options_);
   auto resp = core_->GetStock(r);
   if (!v.ok()) return ExpectInvalid(resp, v);
@@ -566,7 +583,7 @@ void World::DoGetStock(const uint8_t* data, size_t size) {
 
 void World::DoCreateOrder(const uint8_t* data, size_t size) {
   ord::CreateOrderRequest r;
-  if (!r.ParseFromArray(data, static_cast<int>(size))) return;
+  if (!Parsed(data, size, &r)) return;
   if (absl::Status v = core::ValidateCreateOrder(r, options_); !v.ok()) {
     return ExpectInvalid(CallSync(*core_, &InventoryCore::CreateOrder, r), v);
   }
@@ -613,7 +630,7 @@ std::set<Key> OrderKeys(const absl::StatusOr<ord::Order>& order) {
 
 void World::DoPayOrder(const uint8_t* data, size_t size) {
   ord::PayOrderRequest r;
-  if (!r.ParseFromArray(data, static_cast<int>(size))) return;
+  if (!Parsed(data, size, &r)) return;
   Resolve(r.mutable_order_id(), orders_);
   if (absl::Status v = core::ValidatePayOrder(r, options_); !v.ok()) {
     return ExpectInvalid(CallSync(*core_, &InventoryCore::PayOrder, r), v);
@@ -640,7 +657,7 @@ void World::DoPayOrder(const uint8_t* data, size_t size) {
 
 void World::DoAdvanceOrder(const uint8_t* data, size_t size) {
   ord::AdvanceOrderRequest r;
-  if (!r.ParseFromArray(data, static_cast<int>(size))) return;
+  if (!Parsed(data, size, &r)) return;
   Resolve(r.mutable_order_id(), orders_);
   if (absl::Status v = core::ValidateAdvanceOrder(r, options_); !v.ok()) {
     return ExpectInvalid(CallSync(*core_, &InventoryCore::AdvanceOrder, r), v);
@@ -657,7 +674,7 @@ void World::DoAdvanceOrder(const uint8_t* data, size_t size) {
 
 void World::DoCancelOrder(const uint8_t* data, size_t size) {
   ord::CancelOrderRequest r;
-  if (!r.ParseFromArray(data, static_cast<int>(size))) return;
+  if (!Parsed(data, size, &r)) return;
   Resolve(r.mutable_order_id(), orders_);
   if (absl::Status v = core::ValidateCancelOrder(r, options_); !v.ok()) {
     return ExpectInvalid(CallSync(*core_, &InventoryCore::CancelOrder, r), v);
@@ -687,7 +704,7 @@ void World::DoCancelOrder(const uint8_t* data, size_t size) {
 
 void World::DoWatchKeys(const uint8_t* data, size_t size) {
   inv::WatchStockRequest r;
-  if (!r.ParseFromArray(data, static_cast<int>(size))) return;
+  if (!Parsed(data, size, &r)) return;
   if (!core::ValidateStockKeys("keys", r.keys(), options_).ok()) return Count("invalid");
   std::vector<inv::StockKey> filter(r.keys().begin(), r.keys().end());
   auto snapshot = core_->OpenStockSnapshot(filter);
@@ -853,8 +870,6 @@ void World::Run(const uint8_t* data, size_t size) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static feed::fuzz::World* world = [] {
     spdlog::set_level(spdlog::level::warn);
-    // Invalid UTF-8 in a string field fails the parse (skipped) and logs an error: noise.
-    google::protobuf::SetLogHandler(nullptr);
     if (std::getenv("FUZZ_REQUESTS_STATS")) {
       feed::fuzz::g_outcomes = new std::map<std::pair<int, std::string>, uint64_t>();
       std::atexit(feed::fuzz::PrintOutcomes);

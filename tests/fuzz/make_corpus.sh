@@ -58,6 +58,13 @@ enc $R watch-keys 09 inventory.v1.WatchStockRequest $INV 'keys { sku: "sku-1" } 
 enc $R watch-all 09 inventory.v1.WatchStockRequest $INV 'resume_after_sequence: 2'
 printf '\xff\x61\xea\x00\x00' > "$OUT/$R/tick-1min"          # 60001 ms
 printf '\xff\xc0\xd4\x01\x00' > "$OUT/$R/tick-2min"          # 120000 ms
+# Requests that cannot be parsed: a truncated varint, a bad wire type, and strings that are
+# not UTF-8 (lines[0].sku of a Reserve, the sku of an AdjustStock, a Feed-less order id).
+printf '\x01\xff\xff\xff\xff\x0f' > "$OUT/$R/unparseable-reserve-varint"
+printf '\x00\x0f\x01' > "$OUT/$R/unparseable-adjust-wire-type"
+printf '\x01\x0a\x06\x0a\x02\xc3\x28\x18\x01' > "$OUT/$R/unparseable-reserve-utf8-sku"
+printf '\x00\x0a\x02\xe2\x28\x18\x01\x20\x05' > "$OUT/$R/unparseable-adjust-utf8-sku"
+printf '\x06\x0a\x03\xf0\x28\x8c' > "$OUT/$R/unparseable-pay-utf8-order-id"
 
 # --- fuzz_events: binary events and their JSON.
 EV=events/v1/events.proto

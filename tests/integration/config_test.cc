@@ -31,6 +31,9 @@ TEST(ConfigTest, DefaultsAreTheDocumentedOnes) {
   EXPECT_EQ(r->config->rocksdb_memtable_mb, 32);
   EXPECT_EQ(r->config->core.history_retention_ms, 30LL * 24 * 3600 * 1000);
   EXPECT_EQ(r->config->rocksdb_block_cache_mb, 64);
+  EXPECT_EQ(r->config->stream_conflate_after, 1024);
+  EXPECT_EQ(r->config->stream_conflate_after_ms, 20);
+  EXPECT_EQ(r->config->stream_max_queued_levels, 10000);
 }
 
 TEST(ConfigTest, FlagsEnvironmentAndFile) {

@@ -97,8 +97,19 @@ absl::StatusOr<ParseResult> ParseServerConfig(int argc, char** argv) {
                      "commands of one Feed stream in flight")
           ->check(CLI::Range(1, 100000)),
       "FEED_FEED_MAX_INFLIGHT");
+  env(app.add_option("--stream-conflate-after", c.stream_conflate_after,
+                     "stock updates waiting for a reader before its changes are merged per "
+                     "level (conflated); a reader below it gets every change")
+          ->check(CLI::Range(1, 10000000)),
+      "FEED_STREAM_CONFLATE_AFTER");
+  env(app.add_option("--stream-conflate-after-ms", c.stream_conflate_after_ms,
+                     "a stream whose write has been in flight this long is behind: its "
+                     "changes are conflated per level until the write completes (0 = never)")
+          ->check(CLI::Range(int64_t{0}, int64_t{3600000})),
+      "FEED_STREAM_CONFLATE_AFTER_MS");
   env(app.add_option("--stream-max-queued-levels", c.stream_max_queued_levels,
-                     "distinct levels queued for a slow reader before RESOURCE_EXHAUSTED")
+                     "stock updates waiting for a slow reader (one per level once conflating) "
+                     "before it is ended with RESOURCE_EXHAUSTED")
           ->check(CLI::Range(1, 10000000)),
       "FEED_STREAM_MAX_QUEUED_LEVELS");
   env(app.add_option("--stream-stall-timeout-ms", c.stream_stall_timeout_ms,

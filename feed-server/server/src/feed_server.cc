@@ -51,6 +51,7 @@ class FeedServer::Impl {
   ServerConfig config_;
   Metrics metrics_;
   StreamRegistry streams_;
+  LogRateLimiter bad_request_log_{std::chrono::seconds(1)};
   core::SystemClock clock_;
   std::unique_ptr<storage::Store> store_;
   std::unique_ptr<core::InventoryCore> core_;
@@ -133,7 +134,7 @@ absl::Status FeedServer::Impl::Start() {
     relay_->Start();
   }
 
-  ServiceContext sc{core_.get(), &metrics_, &config_, &streams_};
+  ServiceContext sc{core_.get(), &metrics_, &config_, &streams_, &bad_request_log_};
   inventory_service_ = std::make_unique<InventoryServiceImpl>(sc);
   order_service_ = std::make_unique<OrderServiceImpl>(sc);
 
@@ -275,7 +276,7 @@ void FeedServer::Impl::Shutdown() {
   if (server_) {
     // NOT_SERVING for every service (SetServingStatus would be undone by Shutdown anyway).
     server_->GetHealthCheckService()->Shutdown();
-    streams_.CloseAll(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the server is shutting down"));
+    streams_.CloseAll(absl::UnavailableError("the server is shutting down"));
     server_->Shutdown(std::chrono::system_clock::now() +
                       std::chrono::milliseconds(config_.shutdown_grace_ms));
     server_->Wait();

@@ -22,18 +22,7 @@ class JsonMessageFlag : public spdlog::custom_flag_formatter {
   }
 };
 
-constexpr const char* kCodeNames[] = {
-    "OK",       "CANCELLED",         "UNKNOWN",          "INVALID_ARGUMENT",   "DEADLINE_EXCEEDED",
-    "NOT_FOUND", "ALREADY_EXISTS",   "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
-    "ABORTED",  "OUT_OF_RANGE",      "UNIMPLEMENTED",    "INTERNAL",           "UNAVAILABLE",
-    "DATA_LOSS", "UNAUTHENTICATED"};
-
 bool g_json_logs = false;
-
-const char* CodeName(grpc::StatusCode code) {
-  int i = static_cast<int>(code);
-  return i >= 0 && i < 17 ? kCodeNames[i] : "UNKNOWN";
-}
 
 }  // namespace
 
@@ -123,9 +112,41 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                  .Help("Events written to the outbox")
                  .Register(*registry_)
                  .Add({});
+  unparseable_ = &prometheus::BuildCounter()
+                      .Name("feed_request_parse_errors_total")
+                      .Help("Requests whose bytes could not be parsed, by method")
+                      .Register(*registry_);
 }
 
-void Metrics::RecordCall(std::string_view method, grpc::StatusCode code, double seconds) {
+void Metrics::UnparseableRequest(std::string_view method) {
+  prometheus::Counter* counter;
+  {
+    std::lock_guard lock(mu_);
+    auto it = unparseable_by_method_.find(method);
+    if (it == unparseable_by_method_.end()) {
+      it = unparseable_by_method_
+               .emplace(std::string(method), &unparseable_->Add({{"method", std::string(method)}}))
+               .first;
+    }
+    counter = it->second;
+  }
+  counter->Increment();
+}
+
+bool LogRateLimiter::Allow(uint64_t* suppressed) {
+  std::lock_guard lock(mu_);
+  auto now = std::chrono::steady_clock::now();
+  if (last_ != std::chrono::steady_clock::time_point{} && now - last_ < interval_) {
+    ++suppressed_;
+    return false;
+  }
+  last_ = now;
+  *suppressed = suppressed_;
+  suppressed_ = 0;
+  return true;
+}
+
+void Metrics::RecordCall(std::string_view method, absl::StatusCode code, double seconds) {
   CallMetrics m;
   {
     std::lock_guard lock(mu_);
@@ -133,7 +154,7 @@ void Metrics::RecordCall(std::string_view method, grpc::StatusCode code, double 
     auto it = by_method_code_.find(key);
     if (it == by_method_code_.end()) {
       std::map<std::string, std::string> labels{{"method", std::string(method)},
-                                                {"code", CodeName(code)}};
+                                                {"code", absl::StatusCodeToString(code)}};
       CallMetrics created{
           &calls_->Add(labels),
           &latency_->Add(labels, prometheus::Histogram::BucketBoundaries{
@@ -169,10 +190,10 @@ void Metrics::ObserveBatch(size_t commands, size_t events, double commit_seconds
   events_->Increment(static_cast<double>(events));
 }
 
-void CallRecord::Finish(const grpc::Status& status) {
+void CallRecord::Finish(const absl::Status& status) {
   double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  if (metrics_) metrics_->RecordCall(method_, status.error_code(), seconds);
+  if (metrics_) metrics_->RecordCall(method_, status.code(), seconds);
   if (!log_) return;
   static auto rpc_logger = spdlog::get("rpc");
   auto logger = rpc_logger ? rpc_logger : spdlog::default_logger();
@@ -180,8 +201,8 @@ void CallRecord::Finish(const grpc::Status& status) {
     nlohmann::json fields = {{"method", method_},
                              {"peer", peer_},
                              {"duration_us", static_cast<int64_t>(seconds * 1e6)},
-                             {"code", CodeName(status.error_code())}};
-    if (!status.ok()) fields["message"] = status.error_message();
+                             {"code", absl::StatusCodeToString(status.code())}};
+    if (!status.ok()) fields["message"] = std::string(status.message());
     std::string line = fields.dump();
     logger->info("{}", std::string_view(line).substr(1, line.size() - 2));
     return;
@@ -191,8 +212,8 @@ void CallRecord::Finish(const grpc::Status& status) {
                  static_cast<int64_t>(seconds * 1e6));
   } else {
     logger->info("method={} peer={} duration_us={} code={} message=\"{}\"", method_, peer_,
-                 static_cast<int64_t>(seconds * 1e6), CodeName(status.error_code()),
-                 status.error_message());
+                 static_cast<int64_t>(seconds * 1e6), absl::StatusCodeToString(status.code()),
+                 std::string_view(status.message().data(), status.message().size()));
   }
 }
 

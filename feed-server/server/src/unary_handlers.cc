@@ -1,11 +1,13 @@
-// Unary RPCs: copy the request, hand it to the core, finish the reactor from the core's
-// completion (on the writer thread; Finish does not block).
+// Unary RPCs: parse the request bytes, hand the request to the core, serialize the result
+// and finish the reactor from the core's completion (on the completer thread; Finish does
+// not block).
 #include <atomic>
 #include <memory>
 
-#include "server/grpc_status.h"
+#include "grpc_status.h"
 #include "server/services.h"
 #include "spdlog/spdlog.h"
+#include "wire.h"
 
 namespace feed::server {
 namespace {
@@ -13,27 +15,27 @@ namespace {
 // One unary call: finishes exactly once, logs and records it.
 class UnaryCall {
  public:
-  UnaryCall(const ServiceContext& sc, grpc::CallbackServerContext* ctx, std::string_view method)
+  UnaryCall(const ServiceContext& sc, grpc::CallbackServerContext* ctx, std::string_view method,
+            grpc::ByteBuffer* response)
       : reactor_(ctx->DefaultReactor()),
+        response_(response),
         record_(sc.metrics, sc.config->log_rpcs, method, sc.config->log_rpcs ? ctx->peer() : "") {}
 
-  void Finish(const grpc::Status& status) {
+  void Finish(const absl::Status& status) {
     if (finished_.exchange(true)) return;
     record_.Finish(status);
-    reactor_->Finish(status);
+    reactor_->Finish(ToGrpcStatus(status));
+  }
+  template <class Resp>
+  void Reply(const absl::StatusOr<Resp>& result) {
+    if (result.ok()) SerializeResponse(*result, response_);
+    Finish(result.status());
   }
   grpc::ServerUnaryReactor* reactor() const { return reactor_; }
-  // The call's response message (owned by gRPC), kept here so that a completion needs to
-  // capture only the call: a lambda of one shared_ptr fits AnyInvocable's inline storage.
-  void set_response(void* response) { response_ = response; }
-  template <class Resp>
-  Resp* response() const {
-    return static_cast<Resp*>(response_);
-  }
 
  private:
   grpc::ServerUnaryReactor* reactor_;
-  void* response_ = nullptr;
+  grpc::ByteBuffer* response_;  // owned by gRPC until Finish
   CallRecord record_;
   std::atomic<bool> finished_{false};
 };
@@ -52,170 +54,143 @@ core::CancelFn CancelledBy(grpc::CallbackServerContext* ctx) {
   return [ctx] { return ctx->IsCancelled(); };
 }
 
-// Runs `body` and turns any exception into INTERNAL for this call only.
-template <class Body>
-grpc::ServerUnaryReactor* Guarded(const ServiceContext& sc, grpc::CallbackServerContext* ctx,
-                                  std::string_view method, Body&& body) {
-  auto call = std::make_shared<UnaryCall>(sc, ctx, method);
+// Parses the request, then runs `body(call, request)`; turns any exception into INTERNAL
+// for this call only.
+template <class Req, class Body>
+grpc::ServerUnaryReactor* Handle(const ServiceContext& sc, grpc::CallbackServerContext* ctx,
+                                 std::string_view method, const grpc::ByteBuffer* bytes,
+                                 grpc::ByteBuffer* response, Body&& body) {
+  auto call = std::make_shared<UnaryCall>(sc, ctx, method, response);
+  grpc::ServerUnaryReactor* reactor = call->reactor();
   try {
-    body(call);
+    Req request;
+    if (absl::Status parsed = ParseRequest(*bytes, &request); !parsed.ok()) {
+      call->Finish(RejectUnparseable(sc, method, std::move(parsed)));
+    } else {
+      body(call, std::move(request));
+    }
   } catch (const std::exception& e) {
     spdlog::error("{}: unexpected exception: {}", method, e.what());
-    call->Finish(grpc::Status(grpc::StatusCode::INTERNAL, "internal error"));
+    call->Finish(absl::InternalError("internal error"));
   } catch (...) {
     spdlog::error("{}: unexpected non-standard exception", method);
-    call->Finish(grpc::Status(grpc::StatusCode::INTERNAL, "internal error"));
+    call->Finish(absl::InternalError("internal error"));
   }
-  return call->reactor();
-}
-
-template <class Resp>
-core::Done<Resp> ReplyTo(std::shared_ptr<UnaryCall> call, Resp* out) {
-  call->set_response(out);
-  return [call = std::move(call)](absl::StatusOr<Resp> result) {
-    if (result.ok()) {
-      *call->template response<Resp>() = std::move(*result);
-      call->Finish(grpc::Status::OK);
-    } else {
-      call->Finish(ToGrpcStatus(result.status()));
-    }
-  };
+  return reactor;
 }
 
 // A mutation: header key, cancellation, then the core method.
 template <class Req, class Resp>
 grpc::ServerUnaryReactor* Mutation(const ServiceContext& sc, grpc::CallbackServerContext* ctx,
-                                   std::string_view method, const Req* request, Resp* response,
+                                   std::string_view method, const grpc::ByteBuffer* bytes,
+                                   grpc::ByteBuffer* response,
                                    void (core::InventoryCore::*apply)(Req, core::Done<Resp>,
                                                                       core::CancelFn)) {
-  return Guarded(sc, ctx, method, [&](std::shared_ptr<UnaryCall> call) {
-    // gRPC allocated the request for this call (a mutable message behind a const pointer)
-    // and does not read it after the handler: moving it into the command saves a deep copy.
-    Req& owned = const_cast<Req&>(*request);
-    TakeIdempotencyHeader(ctx, owned);
-    (sc.core->*apply)(std::move(owned), ReplyTo(std::move(call), response), CancelledBy(ctx));
-  });
-}
-
-template <class Resp>
-void FinishRead(UnaryCall& call, absl::StatusOr<Resp> result, Resp* out) {
-  if (result.ok()) {
-    *out = std::move(*result);
-    call.Finish(grpc::Status::OK);
-  } else {
-    call.Finish(ToGrpcStatus(result.status()));
-  }
+  return Handle<Req>(sc, ctx, method, bytes, response,
+                     [&](std::shared_ptr<UnaryCall> call, Req request) {
+                       TakeIdempotencyHeader(ctx, request);
+                       (sc.core->*apply)(
+                           std::move(request),
+                           [call = std::move(call)](absl::StatusOr<Resp> r) { call->Reply(r); },
+                           CancelledBy(ctx));
+                     });
 }
 
 }  // namespace
 
+absl::Status RejectUnparseable(const ServiceContext& sc, std::string_view method,
+                               absl::Status parse_error) {
+  sc.metrics->UnparseableRequest(method);
+  uint64_t suppressed = 0;
+  if (sc.bad_request_log->Allow(&suppressed)) {
+    spdlog::warn("{}: {} ({} more such requests since the last line)", method,
+                 std::string(parse_error.message()), suppressed);
+  }
+  return parse_error;
+}
+
 // --- inventory.v1 ----------------------------------------------------------------------
 
-grpc::ServerUnaryReactor* InventoryServiceImpl::GetStock(
-    grpc::CallbackServerContext* ctx, const inventory::v1::GetStockRequest* request,
-    inventory::v1::GetStockResponse* response) {
-  return Guarded(ctx_, ctx, "inventory.v1.InventoryService/GetStock", [&](auto call) {
-    FinishRead(*call, ctx_.core->GetStock(*request), response);
-  });
+grpc::ServerUnaryReactor* InventoryServiceImpl::GetStock(grpc::CallbackServerContext* ctx,
+                                                         const grpc::ByteBuffer* request,
+                                                         grpc::ByteBuffer* response) {
+  return Handle<inventory::v1::GetStockRequest>(
+      ctx_, ctx, "inventory.v1.InventoryService/GetStock", request, response,
+      [&](auto call, auto req) { call->Reply(ctx_.core->GetStock(req)); });
 }
 
-grpc::ServerUnaryReactor* InventoryServiceImpl::GetReservation(
-    grpc::CallbackServerContext* ctx, const inventory::v1::GetReservationRequest* request,
-    inventory::v1::Reservation* response) {
-  return Guarded(ctx_, ctx, "inventory.v1.InventoryService/GetReservation", [&](auto call) {
-    FinishRead(*call, ctx_.core->GetReservation(request->reservation_id()), response);
-  });
+grpc::ServerUnaryReactor* InventoryServiceImpl::GetReservation(grpc::CallbackServerContext* ctx,
+                                                               const grpc::ByteBuffer* request,
+                                                               grpc::ByteBuffer* response) {
+  return Handle<inventory::v1::GetReservationRequest>(
+      ctx_, ctx, "inventory.v1.InventoryService/GetReservation", request, response,
+      [&](auto call, auto req) { call->Reply(ctx_.core->GetReservation(req.reservation_id())); });
 }
 
-grpc::ServerUnaryReactor* InventoryServiceImpl::AdjustStock(
-    grpc::CallbackServerContext* ctx, const inventory::v1::AdjustStockRequest* request,
-    inventory::v1::AdjustStockResponse* response) {
+grpc::ServerUnaryReactor* InventoryServiceImpl::AdjustStock(grpc::CallbackServerContext* ctx,
+                                                            const grpc::ByteBuffer* request,
+                                                            grpc::ByteBuffer* response) {
   return Mutation(ctx_, ctx, "inventory.v1.InventoryService/AdjustStock", request, response,
                   &core::InventoryCore::AdjustStock);
 }
 
-grpc::ServerUnaryReactor* InventoryServiceImpl::Reserve(
-    grpc::CallbackServerContext* ctx, const inventory::v1::ReserveRequest* request,
-    inventory::v1::ReserveResponse* response) {
+grpc::ServerUnaryReactor* InventoryServiceImpl::Reserve(grpc::CallbackServerContext* ctx,
+                                                        const grpc::ByteBuffer* request,
+                                                        grpc::ByteBuffer* response) {
   return Mutation(ctx_, ctx, "inventory.v1.InventoryService/Reserve", request, response,
                   &core::InventoryCore::Reserve);
 }
 
 grpc::ServerUnaryReactor* InventoryServiceImpl::Commit(grpc::CallbackServerContext* ctx,
-                                                       const inventory::v1::CommitRequest* request,
-                                                       inventory::v1::CommitResponse* response) {
+                                                       const grpc::ByteBuffer* request,
+                                                       grpc::ByteBuffer* response) {
   return Mutation(ctx_, ctx, "inventory.v1.InventoryService/Commit", request, response,
                   &core::InventoryCore::Commit);
 }
 
-grpc::ServerUnaryReactor* InventoryServiceImpl::Release(
-    grpc::CallbackServerContext* ctx, const inventory::v1::ReleaseRequest* request,
-    inventory::v1::ReleaseResponse* response) {
+grpc::ServerUnaryReactor* InventoryServiceImpl::Release(grpc::CallbackServerContext* ctx,
+                                                        const grpc::ByteBuffer* request,
+                                                        grpc::ByteBuffer* response) {
   return Mutation(ctx_, ctx, "inventory.v1.InventoryService/Release", request, response,
                   &core::InventoryCore::Release);
 }
 
 // --- order.v1 --------------------------------------------------------------------------
 
-grpc::ServerUnaryReactor* OrderServiceImpl::CreateOrder(
-    grpc::CallbackServerContext* ctx, const order::v1::CreateOrderRequest* request,
-    order::v1::CreateOrderResponse* response) {
+grpc::ServerUnaryReactor* OrderServiceImpl::CreateOrder(grpc::CallbackServerContext* ctx,
+                                                        const grpc::ByteBuffer* request,
+                                                        grpc::ByteBuffer* response) {
   return Mutation(ctx_, ctx, "order.v1.OrderService/CreateOrder", request, response,
                   &core::InventoryCore::CreateOrder);
 }
 
 grpc::ServerUnaryReactor* OrderServiceImpl::GetOrder(grpc::CallbackServerContext* ctx,
-                                                     const order::v1::GetOrderRequest* request,
-                                                     order::v1::Order* response) {
-  return Guarded(ctx_, ctx, "order.v1.OrderService/GetOrder", [&](auto call) {
-    FinishRead(*call, ctx_.core->GetOrder(request->order_id()), response);
-  });
+                                                     const grpc::ByteBuffer* request,
+                                                     grpc::ByteBuffer* response) {
+  return Handle<order::v1::GetOrderRequest>(
+      ctx_, ctx, "order.v1.OrderService/GetOrder", request, response,
+      [&](auto call, auto req) { call->Reply(ctx_.core->GetOrder(req.order_id())); });
 }
 
 grpc::ServerUnaryReactor* OrderServiceImpl::PayOrder(grpc::CallbackServerContext* ctx,
-                                                     const order::v1::PayOrderRequest* request,
-                                                     order::v1::OrderResponse* response) {
+                                                     const grpc::ByteBuffer* request,
+                                                     grpc::ByteBuffer* response) {
   return Mutation(ctx_, ctx, "order.v1.OrderService/PayOrder", request, response,
                   &core::InventoryCore::PayOrder);
 }
 
-grpc::ServerUnaryReactor* OrderServiceImpl::AdvanceOrder(
-    grpc::CallbackServerContext* ctx, const order::v1::AdvanceOrderRequest* request,
-    order::v1::OrderResponse* response) {
+grpc::ServerUnaryReactor* OrderServiceImpl::AdvanceOrder(grpc::CallbackServerContext* ctx,
+                                                         const grpc::ByteBuffer* request,
+                                                         grpc::ByteBuffer* response) {
   return Mutation(ctx_, ctx, "order.v1.OrderService/AdvanceOrder", request, response,
                   &core::InventoryCore::AdvanceOrder);
 }
 
-grpc::ServerUnaryReactor* OrderServiceImpl::CancelOrder(
-    grpc::CallbackServerContext* ctx, const order::v1::CancelOrderRequest* request,
-    order::v1::OrderResponse* response) {
+grpc::ServerUnaryReactor* OrderServiceImpl::CancelOrder(grpc::CallbackServerContext* ctx,
+                                                        const grpc::ByteBuffer* request,
+                                                        grpc::ByteBuffer* response) {
   return Mutation(ctx_, ctx, "order.v1.OrderService/CancelOrder", request, response,
                   &core::InventoryCore::CancelOrder);
-}
-
-// --- StreamRegistry --------------------------------------------------------------------
-
-bool StreamRegistry::TryAdd(Stream* stream) {
-  std::lock_guard lock(mu_);
-  if (closed_ || streams_.size() >= limit_) return false;
-  streams_.insert(stream);
-  return true;
-}
-
-void StreamRegistry::Remove(Stream* stream) {
-  std::lock_guard lock(mu_);
-  streams_.erase(stream);
-}
-
-void StreamRegistry::CloseAll(const grpc::Status& status) {
-  std::lock_guard lock(mu_);
-  closed_ = true;
-  for (Stream* s : streams_) s->Close(status);
-}
-
-size_t StreamRegistry::size() const {
-  std::lock_guard lock(mu_);
-  return streams_.size();
 }
 
 }  // namespace feed::server

@@ -51,7 +51,14 @@ struct ServerConfig {
   int max_open_streams = 20000;
   // Commands of one Feed stream applied concurrently; more wait before being read.
   int feed_max_inflight_commands = 1024;
-  // Distinct levels queued for one slow stream before it is ended with RESOURCE_EXHAUSTED.
+  // Stock updates waiting for one stream before its changes are conflated per level (a
+  // reader below it receives every change); at most stream_max_queued_levels.
+  int stream_conflate_after = 1024;
+  // A stream whose write has been in flight this long is behind too: its changes are
+  // conflated per level until the write completes (0 = never by time).
+  int64_t stream_conflate_after_ms = 20;
+  // Stock updates waiting for one stream (one per level once conflating) before it is
+  // ended with RESOURCE_EXHAUSTED.
   int stream_max_queued_levels = 10000;
   // A stream whose single in-flight write has not completed for this long is ended.
   int64_t stream_stall_timeout_ms = 30000;

@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "grpcpp/support/status.h"
+#include "absl/status/status.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
@@ -29,7 +29,9 @@ class Metrics {
   std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
 
   // One finished call: counts it and observes its latency, by method and code.
-  void RecordCall(std::string_view method, grpc::StatusCode code, double seconds);
+  void RecordCall(std::string_view method, absl::StatusCode code, double seconds);
+  // A request whose bytes could not be parsed.
+  void UnparseableRequest(std::string_view method);
   void StreamOpened(std::string_view kind);
   void StreamClosed(std::string_view kind);
   // Updates queued (or dequeued, negative) for stream readers, and conflations.
@@ -50,6 +52,7 @@ class Metrics {
   prometheus::Histogram* batch_commands_;
   prometheus::Histogram* batch_commit_seconds_;
   prometheus::Counter* events_;
+  prometheus::Family<prometheus::Counter>* unparseable_;
 
   struct CallMetrics {
     prometheus::Counter* calls;
@@ -58,6 +61,22 @@ class Metrics {
   std::mutex mu_;
   std::map<std::pair<std::string, int>, CallMetrics, std::less<>> by_method_code_;
   std::map<std::string, prometheus::Gauge*, std::less<>> streams_by_kind_;
+  std::map<std::string, prometheus::Counter*, std::less<>> unparseable_by_method_;
+};
+
+// At most one line per interval, so that a client that floods the server with bad input
+// cannot flood the log too; the lines left out are counted in the next one.
+class LogRateLimiter {
+ public:
+  explicit LogRateLimiter(std::chrono::milliseconds interval) : interval_(interval) {}
+  // True when a line may be written now; *suppressed is how many were left out before it.
+  bool Allow(uint64_t* suppressed);
+
+ private:
+  const std::chrono::milliseconds interval_;
+  std::mutex mu_;
+  std::chrono::steady_clock::time_point last_{};
+  uint64_t suppressed_ = 0;
 };
 
 // Times one RPC; Finish logs one structured line and records the metrics.
@@ -69,7 +88,7 @@ class CallRecord {
         method_(method),
         peer_(std::move(peer)),
         start_(std::chrono::steady_clock::now()) {}
-  void Finish(const grpc::Status& status);
+  void Finish(const absl::Status& status);
 
  private:
   Metrics* metrics_;

@@ -1,11 +1,14 @@
 // gRPC adapters: translate between the wire and the core, nothing else. Callback API
-// (see bench/echo/MEASUREMENT.md for why). Every handler logs one line and records metrics
-// through CallRecord; an exception in a handler becomes INTERNAL for that call only.
+// (see bench/echo/MEASUREMENT.md for why), with raw-bytes methods so that a request that
+// does not parse gets INVALID_ARGUMENT from us (wire.h). Every handler logs one line and
+// records metrics through CallRecord; an exception in a handler becomes INTERNAL for that
+// call only.
 #pragma once
 
 #include <mutex>
 #include <unordered_set>
 
+#include "absl/status/status.h"
 #include "core/inventory_core.h"
 #include "inventory/v1/inventory.grpc.pb.h"
 #include "order/v1/order.grpc.pb.h"
@@ -22,14 +25,14 @@ class StreamRegistry {
    public:
     virtual ~Stream() = default;
     // Ends the stream with `status`. Called with the registry's lock held.
-    virtual void Close(const grpc::Status& status) = 0;
+    virtual void Close(const absl::Status& status) = 0;
   };
   explicit StreamRegistry(size_t limit) : limit_(limit) {}
   // False when the limit is reached or the registry is closed.
   bool TryAdd(Stream* stream);
   void Remove(Stream* stream);
   // Closes every stream and refuses new ones.
-  void CloseAll(const grpc::Status& status);
+  void CloseAll(const absl::Status& status);
   size_t size() const;
 
  private:
@@ -44,60 +47,80 @@ struct ServiceContext {
   Metrics* metrics;
   const ServerConfig* config;
   StreamRegistry* streams;
+  // Lines about requests that could not be parsed.
+  LogRateLimiter* bad_request_log;
 };
 
-class InventoryServiceImpl final : public inventory::v1::InventoryService::CallbackService {
+// Answers a request that could not be parsed: counted, logged (rate-limited), and returned
+// as the status to finish the call with.
+absl::Status RejectUnparseable(const ServiceContext& sc, std::string_view method,
+                               absl::Status parse_error);
+
+namespace inv_grpc = inventory::v1;
+using RawInventoryService = inv_grpc::InventoryService::WithRawCallbackMethod_GetStock<
+    inv_grpc::InventoryService::WithRawCallbackMethod_AdjustStock<
+        inv_grpc::InventoryService::WithRawCallbackMethod_Reserve<
+            inv_grpc::InventoryService::WithRawCallbackMethod_Commit<
+                inv_grpc::InventoryService::WithRawCallbackMethod_Release<
+                    inv_grpc::InventoryService::WithRawCallbackMethod_GetReservation<
+                        inv_grpc::InventoryService::WithRawCallbackMethod_WatchStock<
+                            inv_grpc::InventoryService::WithRawCallbackMethod_Feed<
+                                inv_grpc::InventoryService::Service>>>>>>>>;
+using RawOrderService = order::v1::OrderService::WithRawCallbackMethod_CreateOrder<
+    order::v1::OrderService::WithRawCallbackMethod_GetOrder<
+        order::v1::OrderService::WithRawCallbackMethod_PayOrder<
+            order::v1::OrderService::WithRawCallbackMethod_AdvanceOrder<
+                order::v1::OrderService::WithRawCallbackMethod_CancelOrder<
+                    order::v1::OrderService::WithRawCallbackMethod_StreamOrderUpdates<
+                        order::v1::OrderService::Service>>>>>>;
+
+
+class InventoryServiceImpl final : public RawInventoryService {
  public:
   explicit InventoryServiceImpl(ServiceContext context) : ctx_(context) {}
 
-  grpc::ServerUnaryReactor* GetStock(grpc::CallbackServerContext* ctx,
-                                     const inventory::v1::GetStockRequest* request,
-                                     inventory::v1::GetStockResponse* response) override;
+  grpc::ServerUnaryReactor* GetStock(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* AdjustStock(grpc::CallbackServerContext* ctx,
-                                        const inventory::v1::AdjustStockRequest* request,
-                                        inventory::v1::AdjustStockResponse* response) override;
-  grpc::ServerUnaryReactor* Reserve(grpc::CallbackServerContext* ctx,
-                                    const inventory::v1::ReserveRequest* request,
-                                    inventory::v1::ReserveResponse* response) override;
-  grpc::ServerUnaryReactor* Commit(grpc::CallbackServerContext* ctx,
-                                   const inventory::v1::CommitRequest* request,
-                                   inventory::v1::CommitResponse* response) override;
-  grpc::ServerUnaryReactor* Release(grpc::CallbackServerContext* ctx,
-                                    const inventory::v1::ReleaseRequest* request,
-                                    inventory::v1::ReleaseResponse* response) override;
+                                        const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* Reserve(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                    grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* Commit(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                   grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* Release(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                    grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* GetReservation(grpc::CallbackServerContext* ctx,
-                                           const inventory::v1::GetReservationRequest* request,
-                                           inventory::v1::Reservation* response) override;
-  grpc::ServerWriteReactor<inventory::v1::StockUpdate>* WatchStock(
-      grpc::CallbackServerContext* ctx, const inventory::v1::WatchStockRequest* request) override;
-  grpc::ServerBidiReactor<inventory::v1::FeedRequest, inventory::v1::FeedResponse>* Feed(
+                                           const grpc::ByteBuffer* request,
+                                           grpc::ByteBuffer* response) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* WatchStock(grpc::CallbackServerContext* ctx,
+                                                         const grpc::ByteBuffer* request) override;
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Feed(
       grpc::CallbackServerContext* ctx) override;
 
  private:
   ServiceContext ctx_;
 };
 
-class OrderServiceImpl final : public order::v1::OrderService::CallbackService {
+class OrderServiceImpl final : public RawOrderService {
  public:
   explicit OrderServiceImpl(ServiceContext context) : ctx_(context) {}
 
   grpc::ServerUnaryReactor* CreateOrder(grpc::CallbackServerContext* ctx,
-                                        const order::v1::CreateOrderRequest* request,
-                                        order::v1::CreateOrderResponse* response) override;
-  grpc::ServerUnaryReactor* GetOrder(grpc::CallbackServerContext* ctx,
-                                     const order::v1::GetOrderRequest* request,
-                                     order::v1::Order* response) override;
-  grpc::ServerUnaryReactor* PayOrder(grpc::CallbackServerContext* ctx,
-                                     const order::v1::PayOrderRequest* request,
-                                     order::v1::OrderResponse* response) override;
+                                        const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* GetOrder(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* PayOrder(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* AdvanceOrder(grpc::CallbackServerContext* ctx,
-                                         const order::v1::AdvanceOrderRequest* request,
-                                         order::v1::OrderResponse* response) override;
+                                         const grpc::ByteBuffer* request,
+                                         grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* CancelOrder(grpc::CallbackServerContext* ctx,
-                                        const order::v1::CancelOrderRequest* request,
-                                        order::v1::OrderResponse* response) override;
-  grpc::ServerWriteReactor<order::v1::OrderStatusUpdate>* StreamOrderUpdates(
-      grpc::CallbackServerContext* ctx, const order::v1::OrderSubscriptionRequest* request) override;
+                                        const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* StreamOrderUpdates(
+      grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request) override;
 
  private:
   ServiceContext ctx_;

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Two server builds side by side: the same load against each, in alternating rounds, each
+# round on a fresh server and data directory, with the same load generator. Prints the
+# median of each figure per build and writes every round's JSON to bench/results/ab/.
+#
+#   bench/ab.sh OLD_SERVER NEW_SERVER SCENARIO [SCENARIO...]
+#
+# Scenarios: reserve (unary Reserve, 64 in flight), feed (4 Feed streams x 256 in flight,
+# 256 commands per message), watch (10,000 one-SKU watchers, 2,000 changes/s), watch_idle
+# (10,000 watchers, 1 change/s), watch_uniform (10,000 watchers, 2,000 changes/s spread
+# evenly). Env: ROUNDS (3), BENCH_SECONDS (15), BUILD_DIR (build: the
+# load generator), PIN=1 (server on core 0, load generator on core 1), OLD_ARGS / NEW_ARGS
+# (extra server flags for one side).
+set -euo pipefail
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+[ $# -ge 3 ] || { sed -n 2,12p "$0" >&2; exit 1; }
+A="$(realpath "$1")" B="$(realpath "$2")"
+shift 2
+BUILD="${BUILD_DIR:-$REPO/build}"
+LOADGEN="$BUILD/bench/loadgen/loadgen"
+ROUNDS="${ROUNDS:-3}"
+SECS="${BENCH_SECONDS:-15}"
+OUT="$REPO/bench/results/ab"
+mkdir -p "$OUT"
+PORT=$((40000 + RANDOM % 10000))
+ADDR="127.0.0.1:$PORT"
+WORK="$(mktemp -d /tmp/feed-ab-XXXXXX)"
+PID=""
+trap '[ -n "$PID" ] && kill -9 "$PID" 2>/dev/null; rm -rf "$WORK"' EXIT
+SERVER_CPU=() LOAD_CPU=() PLACEMENT=shared
+if [ "${PIN:-}" = 1 ]; then SERVER_CPU=(taskset -c 0) LOAD_CPU=(taskset -c 1) PLACEMENT=pinned; fi
+COMMON=(--skus 10000 --hot-skus 20 --hot-fraction 0.2 --hot-stock 500 --sku-prefix bench-)
+
+wait_port() {
+  for _ in $(seq 1 200); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && return 0
+    sleep 0.05
+  done
+  echo "ab: nothing listens on $PORT" >&2
+  exit 1
+}
+
+run_one() {  # run_one SERVER LABEL SCENARIO ROUND EXTRA_SERVER_FLAGS
+  local server="$1" label="$2" scenario="$3" round="$4" extra="$5" args=()
+  case "$scenario" in
+    reserve) args=(--scenario reserve --concurrency 64 "${COMMON[@]}") ;;
+    feed) args=(--scenario feed --streams 4 --inflight 256 --feed-batch 256 "${COMMON[@]}") ;;
+    watch) args=(--scenario watch --subscribers 10000 --watch-filter sku --rate 2000 "${COMMON[@]}") ;;
+    watch_idle) args=(--scenario watch --subscribers 10000 --watch-filter sku --rate 1 "${COMMON[@]}") ;;
+    # The same watchers with changes spread evenly over the SKUs: about one delivery per
+    # change, nothing to conflate, so both builds deliver the same updates.
+    watch_uniform) args=(--scenario watch --subscribers 10000 --watch-filter sku --rate 2000
+                         --skus 10000 --hot-skus 20 --hot-fraction 0 --hot-stock 500 --sku-prefix bench-) ;;
+    *) echo "ab: unknown scenario $scenario" >&2; exit 1 ;;
+  esac
+  rm -rf "$WORK/data"
+  "${SERVER_CPU[@]}" "$server" --listen "$ADDR" --metrics-listen "" --data-dir "$WORK/data" \
+    --log-rpcs false --durability sync --max-open-streams 20000 $extra >"$WORK/server.log" 2>&1 &
+  PID=$!
+  wait_port
+  sleep 1
+  local rss_before
+  rss_before="$(awk '/VmRSS/ {print $2}' "/proc/$PID/status")"
+  "${LOAD_CPU[@]}" "$LOADGEN" --target "$ADDR" --json --server-pid "$PID" --duration-s "$SECS" \
+    --warmup-s 3 "${args[@]}" >"$OUT/$scenario-$PLACEMENT-$label-$round.json" 2>"$WORK/load.err" ||
+    { cat "$WORK/load.err" >&2; exit 1; }
+  local rss_after
+  rss_after="$(awk '/VmRSS/ {print $2}' "/proc/$PID/status")"
+  python3 - "$OUT/$scenario-$PLACEMENT-$label-$round.json" "$rss_before" "$rss_after" <<'PY'
+import json, sys
+path, before, after = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+d = json.load(open(path))
+d["rss_before_kb"], d["rss_after_kb"] = before, after
+json.dump(d, open(path, "w"), indent=1)
+PY
+  kill -TERM "$PID"
+  wait "$PID" 2>/dev/null || true
+  PID=""
+}
+
+for scenario in "$@"; do
+  for round in $(seq 1 "$ROUNDS"); do
+    echo "ab: $scenario round $round" >&2
+    run_one "$A" old "$scenario" "$round" "${OLD_ARGS:-}"
+    run_one "$B" new "$scenario" "$round" "${NEW_ARGS:-}"
+  done
+  python3 "$REPO/bench/ab_report.py" "$OUT" "$scenario-$PLACEMENT" "$ROUNDS"
+done
