@@ -2,13 +2,19 @@
 // of committed state. No gRPC types: adapters translate.
 //
 // Mutations are asynchronous: each call validates its request on the caller's thread, queues
-// a command for the writer thread and returns. The writer applies a batch of commands to its
-// in-memory state; a committer thread commits their state changes, idempotency records and
-// outbox events in one WriteBatch (group commit); then each `done` runs, batch after batch in
-// commit order, on the core's completer thread (or on the writer thread when it wrote an idle
-// batch itself), and after that the events are published to the change feed, in sequence
-// order, on the core's publisher thread. `done` therefore sees a durable result; it must not
-// block.
+// a command and returns; `done` runs once the result is durable, and must not block.
+//
+// Threads (src/commit_pipeline.h has the stage rules):
+// | thread          | runs                                                 | may block on                 |
+// |-----------------|------------------------------------------------------|------------------------------|
+// | feed-writer     | the commands against the in-memory state, one batch  | a full commit hand-off (16   |
+// |                 | at a time; writes and answers a batch itself when    | batches in flight)           |
+// |                 | everything is idle (then `done` runs here)           |                              |
+// | feed-committer  | Store::Commit of every waiting batch, one WAL sync   | the disk; a full completion  |
+// |                 |                                                      | hand-off                     |
+// | feed-completer  | each command's `done`, in commit order               | a publisher 64k events behind|
+// | feed-publisher  | ChangeFeed::Publish: every ChangeListener::OnEvents  | whatever the listeners do    |
+// | callers         | validation, Fingerprint, GetStock and the other reads| the store (reads)            |
 //
 // Idempotency: a mutation whose request carries an idempotency_key is applied at most once
 // per key within options.idempotency_retention_ms; the same key with the same request gets
@@ -80,18 +86,18 @@ class InventoryCore {
                    Done<inventory::v1::AdjustStockResponse> done,
                    CancelFn cancelled = {});
   void Reserve(inventory::v1::ReserveRequest request, Done<inventory::v1::ReserveResponse> done,
-                   CancelFn cancelled = {});
+               CancelFn cancelled = {});
   void Commit(inventory::v1::CommitRequest request, Done<inventory::v1::CommitResponse> done,
-                   CancelFn cancelled = {});
+              CancelFn cancelled = {});
   void Release(inventory::v1::ReleaseRequest request, Done<inventory::v1::ReleaseResponse> done,
-                   CancelFn cancelled = {});
+               CancelFn cancelled = {});
   void CreateOrder(order::v1::CreateOrderRequest request,
                    Done<order::v1::CreateOrderResponse> done,
                    CancelFn cancelled = {});
   void PayOrder(order::v1::PayOrderRequest request, Done<order::v1::OrderResponse> done,
-                   CancelFn cancelled = {});
+                CancelFn cancelled = {});
   void AdvanceOrder(order::v1::AdvanceOrderRequest request, Done<order::v1::OrderResponse> done,
-                   CancelFn cancelled = {});
+                    CancelFn cancelled = {});
   void CancelOrder(order::v1::CancelOrderRequest request, Done<order::v1::OrderResponse> done,
                    CancelFn cancelled = {});
   // Expires the holds (and their CONFIRMED orders) whose expires_at <= clock now.
@@ -122,9 +128,8 @@ class InventoryCore {
   // OK while the core accepts commands.
   absl::Status health() const;
 
-  class Impl;
-
  private:
+  class Impl;
   explicit InventoryCore(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

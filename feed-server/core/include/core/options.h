@@ -11,7 +11,7 @@ namespace feed::core {
 
 struct Limits {
   // sku, location, reservation/order/customer ids and idempotency keys: 1..max_id_length
-  // characters of [A-Za-z0-9._:/@-] (plus '-' and '_'); no spaces or control characters.
+  // characters of [A-Za-z0-9] and . _ - : / @ + = # (validation.cc); nothing else.
   size_t max_id_length = 128;
   // Quantity of one line, and |quantity| of an adjustment.
   int64_t max_quantity = 1'000'000;
@@ -46,7 +46,8 @@ struct CoreOptions {
   int64_t sweep_interval_ms = 1'000;
   // Most holds expired in one sweep batch (the rest wait for the next sweep).
   size_t max_expiries_per_sweep = 10'000;
-  // Called on the writer thread after each committed batch. Must not block.
+  // Called after each committed round of batches, on the thread that wrote it (the
+  // committer, or the writer when it wrote an idle batch itself). Must not block.
   std::function<void(size_t commands, size_t events, double commit_seconds)> on_batch_committed;
 };
 

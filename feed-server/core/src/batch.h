@@ -1,0 +1,55 @@
+// What travels through the commit pipeline: commands, and the batch a round of them builds.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "events/v1/events.pb.h"
+#include "google/protobuf/arena.h"
+#include "internal/v1/records.pb.h"
+#include "inventory/v1/inventory.pb.h"
+#include "order/v1/order.pb.h"
+#include "storage/store.h"
+
+namespace feed::core {
+
+class WriterState;
+struct Batch;
+
+// One caller's command. Execute runs on the writer thread; Complete or Fail once, after the
+// batch is committed (or failed), on the completer thread (the writer when idle).
+struct Command {
+  virtual ~Command() = default;
+  virtual void Execute(WriterState& writer, Batch& batch) = 0;
+  virtual void Complete() = 0;
+  virtual void Fail(absl::Status status) = 0;
+};
+
+// Everything a round of commands writes, committed as one WriteBatch.
+struct Batch {
+  uint64_t id = 0;  // increasing; the committer records the last committed one
+  std::vector<std::unique_ptr<Command>> commands;
+  std::unique_ptr<storage::WriteGroup> group;
+  // The batch's events live in one arena (one allocation for many events); each published
+  // EventPtr shares ownership of it, so it is freed when the last reader drops its events.
+  std::shared_ptr<google::protobuf::Arena> arena;
+  size_t expected_events = 1;  // sizes the arena's first block
+  std::vector<std::shared_ptr<events::v1::Event>> events;
+  absl::flat_hash_set<std::string> dirty_levels;
+  // Overlays: what earlier commands of this batch wrote, not yet visible in the store.
+  absl::flat_hash_map<std::string, order::v1::Order> orders;
+  absl::flat_hash_set<std::string> dirty_orders;
+  absl::flat_hash_map<std::string, internal::v1::IdempotencyRecord> idempotency;
+  absl::flat_hash_map<std::string, inventory::v1::Reservation> closed;
+  int64_t now_ms = 0;
+  absl::Status commit_status;  // set by whoever wrote the batch, before it is completed
+};
+
+using BatchPtr = std::shared_ptr<Batch>;
+
+}  // namespace feed::core

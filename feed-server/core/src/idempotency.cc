@@ -1,0 +1,58 @@
+#include "idempotency.h"
+
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+
+namespace feed::core {
+namespace {
+
+// FNV-1a, 64 bits: unlike std::hash or absl::Hash, the same in every process and build.
+uint64_t Fnv1a(std::string_view a, std::string_view b) {
+  uint64_t h = 1469598103934665603ULL;
+  for (std::string_view part : {a, std::string_view("\0", 1), b}) {
+    for (unsigned char c : part) {
+      h ^= c;
+      h *= 1099511628211ULL;
+    }
+  }
+  return h;
+}
+
+}  // namespace
+
+uint64_t HashRequest(std::string_view method, const google::protobuf::MessageLite& request) {
+  std::string bytes;
+  {
+    google::protobuf::io::StringOutputStream out(&bytes);
+    google::protobuf::io::CodedOutputStream coded(&out);
+    coded.SetSerializationDeterministic(true);
+    request.SerializeToCodedStream(&coded);
+  }
+  return Fnv1a(method, bytes);
+}
+
+absl::StatusOr<std::optional<internal::v1::IdempotencyRecord>> WriterState::FindIdempotency(
+    Batch& b, const std::string& key) {
+  const internal::v1::IdempotencyRecord* overlaid =
+      FindInOverlays(b, [&](Batch& batch) -> const internal::v1::IdempotencyRecord* {
+        auto it = batch.idempotency.find(key);
+        return it == batch.idempotency.end() ? nullptr : &it->second;
+      });
+  if (overlaid != nullptr) return *overlaid;
+  auto stored = store_.Get(storage::Table::kIdempotency, key);
+  if (!stored.ok()) return stored.status();
+  if (!stored->has_value()) return std::optional<internal::v1::IdempotencyRecord>();
+  int64_t created_at_ms = 0;
+  std::string_view payload;
+  internal::v1::IdempotencyRecord record;
+  if (!storage::DecodeTimestamped(**stored, &created_at_ms, &payload) ||
+      !record.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
+    return absl::DataLossError(fmt::format("idempotency record for key '{}' is corrupt", key));
+  }
+  if (b.now_ms - created_at_ms > options_.idempotency_retention_ms) {
+    return std::optional<internal::v1::IdempotencyRecord>();  // expired: the key is free again
+  }
+  return record;
+}
+
+}  // namespace feed::core

@@ -1,0 +1,75 @@
+// Idempotency: a mutation whose request carries an idempotency_key runs at most once per key
+// within options.idempotency_retention_ms. The same key with the same request gets the first
+// response back (replayed = true); with another method or request, ALREADY_EXISTS. A failed
+// command records nothing, so it may be retried with the same key.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "fmt/format.h"
+#include "writer_state.h"
+
+namespace feed::core {
+
+// `request` canonically serialized, hashed with the method (a hash stable across processes
+// and builds).
+uint64_t HashRequest(std::string_view method, const google::protobuf::MessageLite& request);
+
+// The request without its idempotency key, hashed. On the caller's thread: keeps the work
+// off the writer.
+template <class Req>
+uint64_t Fingerprint(std::string_view method, Req& request) {
+  std::string key = std::move(*request.mutable_idempotency_key());
+  request.clear_idempotency_key();
+  const uint64_t hash = HashRequest(method, request);
+  request.set_idempotency_key(std::move(key));
+  return hash;
+}
+
+template <class Req, class Resp>
+absl::StatusOr<Resp> WriterState::RunIdempotent(std::string_view method, uint64_t fingerprint,
+                                                Req& request, Batch& b,
+                                                Handler<Req, Resp> handler) {
+  const std::string& key = request.idempotency_key();
+  if (!key.empty()) {
+    auto found = FindIdempotency(b, key);
+    if (!found.ok()) return found.status();
+    if (found->has_value()) {
+      const auto& record = **found;
+      if (record.method() != method) {
+        return absl::AlreadyExistsError(
+            fmt::format("idempotency_key '{}' was already used with {}; use a new key for {}", key,
+                        record.method(), method));
+      }
+      if (record.fingerprint() != fingerprint) {
+        return absl::AlreadyExistsError(
+            fmt::format("idempotency_key '{}' was already used with a different {} request; use "
+                        "a new key for a new request",
+                        key, method));
+      }
+      Resp replay;
+      if (!replay.ParseFromString(record.response())) {
+        return absl::DataLossError("stored response for idempotency_key is corrupt");
+      }
+      replay.set_replayed(true);
+      return replay;
+    }
+  }
+  Resp response;
+  if (absl::Status s = (this->*handler)(request, b, response); !s.ok()) return s;
+  if (!key.empty()) {
+    internal::v1::IdempotencyRecord record;
+    record.set_method(std::string(method));
+    record.set_fingerprint(fingerprint);
+    response.SerializeToString(record.mutable_response());
+    record.set_created_at_ms(b.now_ms);
+    b.group->Put(storage::Table::kIdempotency, key,
+                 Serialized(record, storage::EncodeTimestamped(b.now_ms, {})));
+    b.idempotency[key] = std::move(record);
+  }
+  return response;
+}
+
+}  // namespace feed::core

@@ -1,0 +1,87 @@
+// The writer's plain in-memory types and their conversions to and from the stored records
+// (protobuf messages). Plain fields rather than messages: a million holds are read at
+// startup and every Reserve makes one, and a message costs an allocation per string.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/container/inlined_vector.h"
+#include "absl/status/statusor.h"
+#include "fmt/format.h"
+#include "inventory/v1/inventory.pb.h"
+#include "order/v1/order.pb.h"
+
+namespace feed::core {
+
+struct Level {
+  int64_t on_hand = 0;
+  int64_t reserved = 0;
+  uint64_t version = 0;
+  bool allow_backorder = false;
+  int64_t updated_at_ms = 0;
+  uint64_t sequence = 0;
+};
+
+// `level` (stored under `key` = LevelKey(sku, location)) as the API's StockLevel.
+void FillLevel(std::string_view key, const Level& level, inventory::v1::StockLevel* out);
+
+struct HoldLine {
+  std::string level_key;  // LevelKey(sku, location)
+  int64_t quantity = 0;
+};
+
+// An open hold; its id is the key of the map that holds it.
+struct Hold {
+  std::string order_id;
+  int64_t created_at_ms = 0;
+  int64_t expires_at_ms = 0;
+  bool owned_by_order = false;
+  absl::InlinedVector<HoldLine, 1> lines;  // most holds have one line
+};
+
+// The map entry of an open hold: {reservation id, hold}.
+using OpenHold = std::pair<const std::string, Hold>;
+
+// `out` becomes the HELD reservation record of `hold` (what kHolds stores, what Reserve
+// returns). Empty strings are left unset: setting one would allocate it.
+void FillReservation(const OpenHold& hold, inventory::v1::Reservation* out);
+// The inverse, for recovery; false if `r` is not a HELD reservation.
+bool ToHold(const inventory::v1::Reservation& r, Hold* out);
+
+// Lines naming the same level summed, in order of first appearance.
+struct AggregatedLine {
+  std::string key;
+  std::string sku;
+  std::string location;
+  int64_t quantity;
+  int first_index;  // the line's index in the request, so that errors name what was sent
+};
+
+template <class LineT>
+std::vector<AggregatedLine> Aggregate(const google::protobuf::RepeatedPtrField<LineT>& lines);
+
+std::string_view ReservationStateName(inventory::v1::ReservationState state);
+
+// A stored reservation or order as callers see it: nothing when it is absent or past the
+// history retention (core/history.h), DATA_LOSS when it does not parse.
+template <class Record>
+absl::StatusOr<std::optional<Record>> ReadHistoryRecord(
+    const absl::StatusOr<std::optional<std::string>>& stored, std::string_view what,
+    bool (*expired)(const Record&, int64_t now_ms, int64_t retention_ms), int64_t now_ms,
+    int64_t retention_ms) {
+  if (!stored.ok()) return stored.status();
+  if (!stored->has_value()) return std::optional<Record>();
+  Record record;
+  if (!record.ParseFromString(**stored)) {
+    return absl::DataLossError(fmt::format("{} record is corrupt", what));
+  }
+  if (expired(record, now_ms, retention_ms)) return std::optional<Record>();
+  return record;
+}
+
+}  // namespace feed::core

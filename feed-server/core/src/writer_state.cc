@@ -1,0 +1,283 @@
+#include "writer_state.h"
+
+#include <algorithm>
+
+#include "common/event_types.h"
+#include "core/history.h"
+#include "core/level_key.h"
+#include "core/validation.h"
+#include "google/protobuf/util/time_util.h"
+
+namespace feed::core {
+
+using events::v1::Event;
+using inventory::v1::Reservation;
+using inventory::v1::StockLevel;
+using order::v1::Order;
+using order::v1::OrderStatus;
+using storage::Table;
+
+BatchPtr WriterState::Apply(std::vector<std::unique_ptr<Command>>& commands, bool sweep,
+                            uint64_t committed_batch) {
+  while (!uncommitted_.empty() && uncommitted_.front()->id <= committed_batch) {
+    uncommitted_.pop_front();
+  }
+  auto batch = std::make_shared<Batch>();
+  Batch& b = *batch;
+  b.id = next_batch_id_++;
+  b.group = store_.NewWriteGroup();
+  b.now_ms = clock_.NowMillis();
+  b.expected_events = commands.size();
+  for (auto& c : commands) c->Execute(*this, b);
+  if (sweep) {
+    ExpireResult ignored;
+    DoExpire(b, ignored);
+  }
+  for (const auto& key : b.dirty_levels) {
+    FillLevel(key, levels_[key], &level_buffer_);
+    b.group->Put(Table::kStock, key, Serialized(level_buffer_));
+  }
+  for (const auto& id : b.dirty_orders) b.group->Put(Table::kOrders, id, Serialized(b.orders[id]));
+  for (const auto& e : b.events) {
+    b.group->Put(Table::kOutbox, storage::EncodeSequence(e->sequence()), Serialized(*e));
+  }
+  if (b.group->Count() > 0) {
+    b.group->Put(Table::kMeta, storage::meta_keys::kNextSequence,
+                 storage::EncodeSequence(next_sequence_));
+  }
+  b.commands = std::move(commands);
+  stat_holds_.store(holds_.size(), std::memory_order_relaxed);
+  stat_levels_.store(levels_.size(), std::memory_order_relaxed);
+  uncommitted_.push_back(batch);
+  return batch;
+}
+
+std::string_view WriterState::Serialized(const google::protobuf::MessageLite& message,
+                                         std::string_view prefix) {
+  record_buffer_.assign(prefix);
+  message.AppendToString(&record_buffer_);
+  return record_buffer_;
+}
+
+Event* WriterState::NewEvent(Batch& b, std::string_view type, std::string key) {
+  if (!b.arena) {
+    // Sized to the batch: the change feed retains events (and so their arenas) for resume,
+    // and a fixed 16 KB first block per one-command batch would hold 300 MB at 2,000
+    // updates/s (tests/reliability/slow_subscribers_test.cc).
+    google::protobuf::ArenaOptions options;
+    options.start_block_size = std::clamp<size_t>(b.expected_events * 400, 512, 64 << 10);
+    options.max_block_size = 64 << 10;
+    b.arena = std::make_shared<google::protobuf::Arena>(options);
+  }
+  std::shared_ptr<Event> e(b.arena, google::protobuf::Arena::CreateMessage<Event>(b.arena.get()));
+  const uint64_t seq = next_sequence_++;
+  e->set_sequence(seq);
+  e->set_event_id(fmt::format("{}-{}", store_id_, seq));
+  e->set_type(std::string(type));
+  *e->mutable_occurred_at() = google::protobuf::util::TimeUtil::MillisecondsToTimestamp(b.now_ms);
+  e->set_key(std::move(key));
+  b.events.push_back(e);
+  return e.get();
+}
+
+void WriterState::ChangeLevel(Batch& b, const std::string& key, Level& level,
+                              const LevelChange& change, StockLevel* out) {
+  auto [sku, location] = SplitLevelKey(key);
+  Event* e = NewEvent(b, event_types::kStockChanged, std::string(sku));
+  level.on_hand += change.delta_on_hand;
+  level.reserved += change.delta_reserved;
+  level.version += 1;
+  level.updated_at_ms = b.now_ms;
+  level.sequence = e->sequence();
+  b.dirty_levels.insert(key);
+  auto* changed = e->mutable_stock_changed();
+  FillLevel(key, level, changed->mutable_level());
+  changed->set_delta_on_hand(change.delta_on_hand);
+  changed->set_delta_reserved(change.delta_reserved);
+  changed->set_cause(change.cause);
+  changed->set_reservation_id(std::string(change.reservation_id));
+  changed->set_order_id(std::string(change.order_id));
+  changed->set_reason(std::string(change.reason));
+  if (out) *out = changed->level();
+}
+
+absl::Status WriterState::CheckQuantities(const std::vector<AggregatedLine>& lines) const {
+  for (const auto& line : lines) {
+    if (line.quantity > options_.limits.max_quantity) {
+      return absl::InvalidArgumentError(fmt::format("lines: total quantity for sku '{}' exceeds {}",
+                                                    line.sku, options_.limits.max_quantity));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriterState::CheckAvailable(const std::vector<AggregatedLine>& lines,
+                                         std::string_view field) const {
+  for (const auto& line : lines) {
+    auto it = levels_.find(line.key);
+    if (it == levels_.end()) {
+      return absl::NotFoundError(fmt::format("{}[{}]: no stock for sku '{}' at location '{}'",
+                                             field, line.first_index, line.sku, line.location));
+    }
+    const Level& l = it->second;
+    const int64_t available = l.on_hand - l.reserved;
+    if (!l.allow_backorder && available < line.quantity) {
+      return absl::FailedPreconditionError(fmt::format(
+          "insufficient stock for sku '{}' at location '{}': requested {}, available {}",
+          line.sku, line.location, line.quantity, std::max<int64_t>(available, 0)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Committing deducts the hold from on_hand, which never goes negative: a hold placed on
+// backorder (beyond on_hand) can be committed once the stock has been received.
+absl::Status WriterState::CheckCommittable(const OpenHold& hold) const {
+  for (const auto& line : hold.second.lines) {
+    auto it = levels_.find(line.level_key);
+    const int64_t on_hand = it == levels_.end() ? 0 : it->second.on_hand;
+    if (on_hand < line.quantity) {
+      auto [sku, location] = SplitLevelKey(line.level_key);
+      return absl::FailedPreconditionError(fmt::format(
+          "reservation '{}' cannot be committed yet: sku '{}' at location '{}' has on_hand {}, "
+          "the hold needs {} (backordered stock must be received first)",
+          hold.first, sku, location, on_hand, line.quantity));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<Reservation>> WriterState::FindClosed(Batch& b, const std::string& id) {
+  const Reservation* overlaid = FindInOverlays(b, [&](Batch& batch) -> const Reservation* {
+    auto it = batch.closed.find(id);
+    return it == batch.closed.end() ? nullptr : &it->second;
+  });
+  if (overlaid != nullptr) return *overlaid;
+  // Past the history retention a closed reservation is gone: its id is free again.
+  return ReadHistoryRecord<Reservation>(store_.Get(Table::kReservations, id), "reservation",
+                                        &ReservationExpired, b.now_ms,
+                                        options_.history_retention_ms);
+}
+
+absl::Status WriterState::CheckReservationIdFree(Batch& b, const std::string& id) {
+  auto closed = FindClosed(b, id);
+  if (!closed.ok()) return closed.status();
+  if (holds_.contains(id) || closed->has_value()) {
+    return absl::AlreadyExistsError(fmt::format("reservation_id '{}' already exists", id));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<OpenHold*> WriterState::HoldLines(
+    Batch& b, const std::vector<AggregatedLine>& lines, std::string id,
+    const std::string& order_id, int64_t ttl_ms, bool owned_by_order,
+    google::protobuf::RepeatedPtrField<StockLevel>* levels) {
+  auto [it, inserted] = holds_.try_emplace(std::move(id));
+  if (!inserted) {
+    // Never expected (client ids are checked, generated ones carry a fresh sequence), but
+    // adding to an open hold would corrupt it and the expiry index.
+    return absl::InternalError(
+        fmt::format("reservation_id '{}' is already an open hold", it->first));
+  }
+  OpenHold& hold = *it;
+  Hold& h = hold.second;
+  h.order_id = order_id;
+  h.created_at_ms = b.now_ms;
+  h.expires_at_ms = b.now_ms + (ttl_ms > 0 ? ttl_ms : options_.default_hold_ttl_ms);
+  h.owned_by_order = owned_by_order;
+  h.lines.reserve(lines.size());
+  for (const auto& line : lines) {
+    h.lines.push_back({line.key, line.quantity});
+    ChangeLevel(b, line.key, levels_[line.key],
+                LevelChange{.delta_reserved = line.quantity,
+                            .cause = events::v1::STOCK_CHANGE_CAUSE_RESERVE,
+                            .reservation_id = hold.first,
+                            .order_id = order_id},
+                levels ? levels->Add() : nullptr);
+  }
+  FillReservation(hold, &reservation_buffer_);
+  b.group->Put(Table::kHolds, hold.first, Serialized(reservation_buffer_));
+  expiry_index_.emplace(h.expires_at_ms, hold.first);
+  return &hold;
+}
+
+absl::StatusOr<OpenHold*> WriterState::FindOpenHold(Batch& b, const std::string& id) {
+  auto it = holds_.find(id);
+  if (it == holds_.end()) {
+    auto closed = FindClosed(b, id);
+    if (!closed.ok()) return closed.status();
+    if (closed->has_value()) {
+      return absl::FailedPreconditionError(fmt::format(
+          "reservation '{}' is already {}", id, ReservationStateName((*closed)->state())));
+    }
+    return absl::NotFoundError(fmt::format("reservation '{}' not found", id));
+  }
+  if (it->second.expires_at_ms <= b.now_ms) {
+    return absl::FailedPreconditionError(
+        fmt::format("reservation '{}' expired at {} ms", id, it->second.expires_at_ms));
+  }
+  return &*it;
+}
+
+Reservation WriterState::CloseHold(Batch& b, OpenHold& hold,
+                                   inventory::v1::ReservationState state,
+                                   events::v1::StockChangeCause cause, const std::string& reason,
+                                   google::protobuf::RepeatedPtrField<StockLevel>* levels) {
+  const bool commit = state == inventory::v1::RESERVATION_STATE_COMMITTED;
+  for (const auto& line : hold.second.lines) {
+    ChangeLevel(b, line.level_key, levels_[line.level_key],
+                LevelChange{.delta_on_hand = commit ? -line.quantity : 0,
+                            .delta_reserved = -line.quantity,
+                            .cause = cause,
+                            .reservation_id = hold.first,
+                            .order_id = hold.second.order_id,
+                            .reason = reason},
+                levels ? levels->Add() : nullptr);
+  }
+  Reservation closed;
+  FillReservation(hold, &closed);
+  expiry_index_.erase({hold.second.expires_at_ms, hold.first});  // it views the key: first
+  holds_.erase(closed.reservation_id());
+  closed.set_state(state);
+  closed.set_closed_at_ms(b.now_ms);
+  closed.set_close_reason(reason);
+  b.group->Delete(Table::kHolds, closed.reservation_id());
+  b.group->Put(Table::kReservations, closed.reservation_id(), Serialized(closed));
+  b.closed[closed.reservation_id()] = closed;
+  return closed;
+}
+
+absl::StatusOr<Order*> WriterState::LoadOrder(Batch& b, const std::string& id) {
+  if (auto it = b.orders.find(id); it != b.orders.end()) return &it->second;
+  // An order changed by a batch still being committed: continue from that version.
+  const Order* overlaid = FindInOverlays(b, [&](Batch& batch) -> const Order* {
+    auto it = batch.orders.find(id);
+    return it == batch.orders.end() ? nullptr : &it->second;
+  });
+  if (overlaid != nullptr) return &(b.orders[id] = *overlaid);
+  auto stored = ReadHistoryRecord<Order>(store_.Get(Table::kOrders, id), "order", &OrderExpired,
+                                         b.now_ms, options_.history_retention_ms);
+  if (!stored.ok()) return stored.status();
+  if (!stored->has_value()) return absl::NotFoundError(fmt::format("order '{}' not found", id));
+  return &(b.orders[id] = std::move(**stored));
+}
+
+void WriterState::SetOrderStatus(Batch& b, Order& order, OrderStatus status,
+                                 const std::string& details) {
+  const OrderStatus previous = order.status();
+  Event* e = NewEvent(b, event_types::kOrderStatusChanged, order.order_id());
+  order.set_status(status);
+  order.set_details(details);
+  order.set_updated_at_ms(b.now_ms);
+  order.set_sequence(e->sequence());
+  auto* change = e->mutable_order_status_changed();
+  change->set_order_id(order.order_id());
+  change->set_customer_id(order.customer_id());
+  change->set_status(status);
+  change->set_status_name(std::string(OrderStatusName(status)));
+  change->set_previous_status(previous);
+  change->set_details(details);
+  b.dirty_orders.insert(order.order_id());
+}
+
+}  // namespace feed::core

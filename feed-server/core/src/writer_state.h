@@ -1,0 +1,155 @@
+// The writer's state and everything that changes it: stock levels, open holds and their
+// expiry index, the next sequence, and the command handlers. Owned by the writer thread
+// (CommitPipeline's stage 1): nothing here is locked, and nothing else may touch it once the
+// pipeline has started (the stats atomics excepted).
+//
+// Split by concern: writer_state.cc (building a batch and its primitives), commands.cc (the
+// handlers), idempotency.{h,cc}, recovery.cc.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/btree_set.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/node_hash_map.h"
+#include "absl/status/statusor.h"
+#include "batch.h"
+#include "core/clock.h"
+#include "core/inventory_core.h"
+#include "core/options.h"
+#include "records.h"
+#include "storage/store.h"
+
+namespace feed::core {
+
+// One change of one level, as its event records it.
+struct LevelChange {
+  int64_t delta_on_hand = 0;
+  int64_t delta_reserved = 0;
+  events::v1::StockChangeCause cause = events::v1::STOCK_CHANGE_CAUSE_UNSPECIFIED;
+  std::string_view reservation_id;
+  std::string_view order_id;
+  std::string_view reason;
+};
+
+class WriterState {
+ public:
+  WriterState(storage::Store& store, const Clock& clock, const CoreOptions& options)
+      : store_(store), clock_(clock), options_(options) {}
+
+  // Before the pipeline starts: reads the store (levels, open holds, sequence, store id) and
+  // checks the invariants of DESIGN section 3. Returns the last committed sequence.
+  absl::StatusOr<uint64_t> Recover();
+
+  // Writer thread: runs `commands` (and the expiry sweep) into a new batch, which takes the
+  // commands. `committed_batch` is the newest batch known to be committed (its overlays and
+  // those of older batches are in the store now).
+  BatchPtr Apply(std::vector<std::unique_ptr<Command>>& commands, bool sweep,
+                 uint64_t committed_batch);
+
+  // A command handler: checks everything first, then changes state; an error leaves no
+  // trace. Writer thread.
+  template <class Req, class Resp>
+  using Handler = absl::Status (WriterState::*)(Req&, Batch&, Resp&);
+  // Runs `handler` at most once per idempotency key (idempotency.h).
+  template <class Req, class Resp>
+  absl::StatusOr<Resp> RunIdempotent(std::string_view method, uint64_t fingerprint, Req& request,
+                                     Batch& b, Handler<Req, Resp> handler);
+
+  absl::Status DoAdjust(inventory::v1::AdjustStockRequest& r, Batch& b,
+                        inventory::v1::AdjustStockResponse& out);
+  absl::Status DoReserve(inventory::v1::ReserveRequest& r, Batch& b,
+                         inventory::v1::ReserveResponse& out);
+  absl::Status DoCommit(inventory::v1::CommitRequest& r, Batch& b,
+                        inventory::v1::CommitResponse& out);
+  absl::Status DoRelease(inventory::v1::ReleaseRequest& r, Batch& b,
+                         inventory::v1::ReleaseResponse& out);
+  absl::Status DoCreateOrder(order::v1::CreateOrderRequest& r, Batch& b,
+                             order::v1::CreateOrderResponse& out);
+  absl::Status DoPayOrder(order::v1::PayOrderRequest& r, Batch& b, order::v1::OrderResponse& out);
+  absl::Status DoAdvanceOrder(order::v1::AdvanceOrderRequest& r, Batch& b,
+                              order::v1::OrderResponse& out);
+  absl::Status DoCancelOrder(order::v1::CancelOrderRequest& r, Batch& b,
+                             order::v1::OrderResponse& out);
+  void DoExpire(Batch& b, ExpireResult& out);
+
+  // Any thread.
+  size_t open_holds() const { return stat_holds_.load(std::memory_order_relaxed); }
+  size_t stock_levels() const { return stat_levels_.load(std::memory_order_relaxed); }
+
+ private:
+  events::v1::Event* NewEvent(Batch& b, std::string_view type, std::string key);
+  // `message` serialized into record_buffer_ (after `prefix`), valid until the next call.
+  std::string_view Serialized(const google::protobuf::MessageLite& message,
+                              std::string_view prefix = {});
+  void ChangeLevel(Batch& b, const std::string& key, Level& level, const LevelChange& change,
+                   inventory::v1::StockLevel* out);
+  absl::Status CheckQuantities(const std::vector<AggregatedLine>& lines) const;
+  absl::Status CheckAvailable(const std::vector<AggregatedLine>& lines,
+                              std::string_view field) const;
+  absl::Status CheckCommittable(const OpenHold& hold) const;
+  absl::Status CheckReservationIdFree(Batch& b, const std::string& id);
+  // Places a new hold under `id`, which the caller has found free; an id in use fails
+  // (INTERNAL) before anything changes.
+  absl::StatusOr<OpenHold*> HoldLines(Batch& b, const std::vector<AggregatedLine>& lines,
+                                      std::string id, const std::string& order_id, int64_t ttl_ms,
+                                      bool owned_by_order,
+                                      google::protobuf::RepeatedPtrField<inventory::v1::StockLevel>* levels);
+  absl::StatusOr<OpenHold*> FindOpenHold(Batch& b, const std::string& id);
+  inventory::v1::Reservation CloseHold(
+      Batch& b, OpenHold& hold, inventory::v1::ReservationState state,
+      events::v1::StockChangeCause cause, const std::string& reason,
+      google::protobuf::RepeatedPtrField<inventory::v1::StockLevel>* levels);
+  absl::StatusOr<std::optional<inventory::v1::Reservation>> FindClosed(Batch& b,
+                                                                        const std::string& id);
+  absl::StatusOr<order::v1::Order*> LoadOrder(Batch& b, const std::string& id);
+  void SetOrderStatus(Batch& b, order::v1::Order& order, order::v1::OrderStatus status,
+                      const std::string& details);
+  absl::StatusOr<std::optional<internal::v1::IdempotencyRecord>> FindIdempotency(
+      Batch& b, const std::string& key);
+  // What `find` (Batch& -> pointer or nullptr) finds in `b`'s overlays or else in the newest
+  // uncommitted batch that has it: what earlier commands wrote that the store has not yet.
+  template <class Fn>
+  auto FindInOverlays(Batch& b, Fn&& find) {
+    auto* found = find(b);
+    for (auto older = uncommitted_.rbegin(); found == nullptr && older != uncommitted_.rend();
+         ++older) {
+      found = find(**older);
+    }
+    return found;
+  }
+
+  storage::Store& store_;
+  const Clock& clock_;
+  const CoreOptions& options_;
+
+  absl::flat_hash_map<std::string, Level> levels_;
+  // node_hash_map: references stay valid across inserts and erases of other holds, so the
+  // expiry index (and recovery's sums) can view the ids and level keys inside the nodes.
+  absl::node_hash_map<std::string, Hold> holds_;
+  // {expires_at_ms, reservation id viewing the key in holds_}; an entry is erased before
+  // its hold.
+  absl::btree_set<std::pair<int64_t, std::string_view>> expiry_index_;
+  uint64_t next_sequence_ = 1;
+  uint64_t next_batch_id_ = 1;
+  std::string store_id_;
+  // Batches handed on and not yet known to be committed, oldest first: their overlays stay
+  // visible to lookups until the store has their writes.
+  std::deque<BatchPtr> uncommitted_;
+  // Reused for every record written: WriteGroup::Put copies the bytes, and a reused buffer
+  // and message keep their capacity, so steady state allocates nothing here.
+  std::string record_buffer_;
+  inventory::v1::StockLevel level_buffer_;
+  inventory::v1::Reservation reservation_buffer_;
+
+  std::atomic<size_t> stat_holds_{0}, stat_levels_{0};
+};
+
+}  // namespace feed::core
