@@ -1,6 +1,7 @@
 #include "record.h"
 
-#include "core/strings.h"
+#include "common/event_types.h"
+#include "fmt/format.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/time_util.h"
 
@@ -23,10 +24,10 @@ TopicKind TopicFor(const events::v1::Event& event, bool* routed) {
     case events::v1::Event::kReceipt: return TopicKind::kReceipt;
     case events::v1::Event::PAYLOAD_NOT_SET: break;
   }
-  const std::string& type = event.type();
-  if (type == "inventory.stock.changed") return TopicKind::kStock;
-  if (type == "order.status.changed") return TopicKind::kOrderStatus;
-  if (type == "order.receipt") return TopicKind::kReceipt;
+  const std::string_view type = event.type();
+  if (type == event_types::kStockChanged) return TopicKind::kStock;
+  if (type == event_types::kOrderStatusChanged) return TopicKind::kOrderStatus;
+  if (type == event_types::kOrderReceipt) return TopicKind::kReceipt;
   *routed = false;
   return TopicKind::kStock;
 }
@@ -45,7 +46,7 @@ Record BuildRecord(const events::v1::Event& event, uint64_t sequence, std::strin
   Record r;
   r.topic = TopicFor(event, &r.routed);
   r.key = event.key();
-  r.occurred_at_ms = event.occurred_at().seconds() * 1000 + event.occurred_at().nanos() / 1'000'000;
+  r.occurred_at_ms = google::protobuf::util::TimeUtil::TimestampToMilliseconds(event.occurred_at());
   std::string_view content_type = kContentTypeProtobuf;
   bool json = false;
   if (options.json_values) {
@@ -61,7 +62,7 @@ Record BuildRecord(const events::v1::Event& event, uint64_t sequence, std::strin
   r.headers.emplace_back("ce_time", Rfc3339(event.occurred_at()));
   r.headers.emplace_back("ce_specversion", "1.0");
   r.headers.emplace_back("content-type", std::string(content_type));
-  r.headers.emplace_back("sequence", StrCat(sequence));
+  r.headers.emplace_back("sequence", fmt::format("{}", sequence));
   return r;
 }
 

@@ -1,18 +1,15 @@
-// The outbox relay. One thread (the relay thread) owns the producer, the window of records in
-// flight and the cursor; other threads only set flags (Notify, Shutdown) and read atomics
+// The outbox relay. One thread (the relay thread, feed-relay) owns the producer, the window
+// of records in flight and the cursor (outbox_window.h); other threads only set flags (Notify, Shutdown) and read atomics
 // (stats). Delivery reports, error events and admin results are served by the relay thread
 // itself (rd_kafka_poll), so every callback below runs on it, except the log callback and the
 // queue wake-up callback, which librdkafka calls from its own threads.
 //
-// The cycle: read outbox entries from `next_read_` and produce them while fewer than
+// The cycle: read outbox entries from the window's next_read and produce them while fewer than
 // max_in_flight are unacknowledged; serve delivery reports; delete the lowest contiguous
 // acknowledged prefix from the outbox together with the new relay_cursor (one WriteGroup,
 // CommitMode::kNoSync: a lost cursor only means a redelivery); sleep until Notify(), a Kafka
 // event, or idle_poll_ms.
 
-// The type-checking macros of rdkafka.h use GNU statement expressions, which -Wpedantic rejects.
-#define LIBRDKAFKA_TYPECHECKS 0
-#include <librdkafka/rdkafka.h>
 #include <pthread.h>
 
 #include <algorithm>
@@ -27,17 +24,25 @@
 #include <utility>
 #include <vector>
 
+#include "backoff.h"
 #include "bridge/relay.h"
-#include "core/strings.h"
+#include "common/log_rate_limit.h"
+#include "fmt/format.h"
 #include "events/v1/events.pb.h"
+#include "google/protobuf/util/time_util.h"
+#include "kafka_handles.h"
 #include "logging.h"
+#include "outbox_window.h"
 #include "record.h"
 #include "relay_testing.h"
+#include "topic_admin.h"
 
 namespace feed::bridge {
 namespace {
 
+using internal::Backoff;
 using internal::kTopicKindCount;
+using internal::OutboxWindow;
 using internal::Record;
 using internal::TopicKind;
 using std::chrono::milliseconds;
@@ -65,53 +70,6 @@ int64_t WallMillis() {
       .count();
 }
 
-// Exponential backoff between retries of a failing step.
-class Backoff {
- public:
-  Backoff(milliseconds first, milliseconds max) : first_(first), max_(max), next_(first) {}
-  milliseconds Next() {
-    milliseconds d = next_;
-    next_ = std::min(max_, next_ * 2);
-    return d;
-  }
-  void Reset() { next_ = first_; }
-
- private:
-  milliseconds first_, max_, next_;
-};
-
-// Lets a repeated message through at most once per period and counts the rest. One thread.
-class RateLimit {
- public:
-  explicit RateLimit(milliseconds period) : period_(period) {}
-  // True when the caller should log; *suppressed is then how many were dropped since last time.
-  bool Allow(uint64_t* suppressed) {
-    auto now = SteadyClock::now();
-    if (logged_ && now - last_ < period_) {
-      ++suppressed_;
-      return false;
-    }
-    logged_ = true;
-    last_ = now;
-    *suppressed = suppressed_;
-    suppressed_ = 0;
-    return true;
-  }
-
- private:
-  milliseconds period_;
-  bool logged_ = false;
-  SteadyClock::time_point last_{};
-  uint64_t suppressed_ = 0;
-};
-
-// One outbox entry in the window: produced (or skipped), awaiting its delivery report.
-struct Slot {
-  uint64_t sequence;
-  int64_t occurred_at_ms;
-  bool acked;
-};
-
 // Deliveries alive in this process (testing::LiveDeliveries).
 std::atomic<int64_t> g_live_deliveries{0};
 
@@ -127,25 +85,8 @@ struct Delivery {
 
   uint64_t sequence;
   int64_t occurred_at_ms;  // commit time of the event: the lag is measured from it
-  uint64_t generation;     // window generation it was produced in (see RelayImpl::generation_)
+  uint64_t generation;     // window generation it was produced in (OutboxWindow)
 };
-
-bool RetriableAdminError(rd_kafka_resp_err_t err) {
-  switch (err) {
-    case RD_KAFKA_RESP_ERR__TIMED_OUT:
-    case RD_KAFKA_RESP_ERR__TRANSPORT:
-    case RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN:
-    case RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT:
-    case RD_KAFKA_RESP_ERR_NOT_CONTROLLER:
-    case RD_KAFKA_RESP_ERR_BROKER_NOT_AVAILABLE:
-    case RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE:
-    // A cluster that is still starting may have fewer live brokers than the replication factor.
-    case RD_KAFKA_RESP_ERR_INVALID_REPLICATION_FACTOR:
-      return true;
-    default:
-      return false;
-  }
-}
 
 bool UnknownTopicError(rd_kafka_resp_err_t err) {
   return err == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC ||
@@ -159,16 +100,13 @@ absl::Status ValidateOptions(const RelayOptions& o) {
   }
   if (o.partitions < 1 && o.partitions != -1) {
     return absl::InvalidArgumentError(
-        StrCat("relay: partitions must be >= 1 (or -1: broker default), got ", o.partitions));
+        fmt::format("relay: partitions must be >= 1 (or -1: broker default), got {}", o.partitions));
   }
   if (o.replication_factor < 1 && o.replication_factor != -1) {
-    return absl::InvalidArgumentError(StrCat(
-        "relay: replication_factor must be >= 1 (or -1: broker default), got ",
-        o.replication_factor));
+    return absl::InvalidArgumentError(fmt::format("relay: replication_factor must be >= 1 (or -1: broker default), got {}", o.replication_factor));
   }
   if (o.max_in_flight < 1 || o.max_in_flight > kMaxInFlightLimit) {
-    return absl::InvalidArgumentError(StrCat("relay: max_in_flight must be in [1, ",
-                                             kMaxInFlightLimit, "], got ", o.max_in_flight));
+    return absl::InvalidArgumentError(fmt::format("relay: max_in_flight must be in [1, {}], got {}", kMaxInFlightLimit, o.max_in_flight));
   }
   if (o.read_batch < 1) return absl::InvalidArgumentError("relay: read_batch must be >= 1");
   if (o.idle_poll_ms < 1) return absl::InvalidArgumentError("relay: idle_poll_ms must be >= 1");
@@ -241,9 +179,10 @@ class RelayImpl final : public Relay {
 
   // The producer and its handles: created by Init, replaced by the relay thread after a fatal
   // error, destroyed by the relay thread when it stops (or by Shutdown if it never started).
-  rd_kafka_t* rk_ = nullptr;
-  rd_kafka_queue_t* main_queue_ = nullptr;
-  rd_kafka_topic_t* topics_[kTopicKindCount] = {};
+  // The topics and the queue go before the producer (DestroyProducer).
+  internal::ProducerHandle rk_;
+  internal::QueueHandle main_queue_;
+  internal::TopicHandle topics_[kTopicKindCount];
 
   // Start/Shutdown caller only.
   std::thread thread_;
@@ -256,16 +195,10 @@ class RelayImpl final : public Relay {
   std::atomic<bool> stop_{false};
 
   // Relay thread only (and Init before the thread exists).
-  std::deque<Slot> window_;    // sequences [acked_through_, next_read_) in order
-  uint64_t cursor_ = 1;        // first sequence still in the outbox (= persisted relay_cursor)
-  uint64_t acked_through_ = 1; // every sequence below it is acknowledged (>= cursor_)
-  uint64_t next_read_ = 1;     // next outbox key to read
-  uint64_t outstanding_ = 0;   // produced records whose delivery report has not come yet
-  // Bumped whenever the window is dropped and rebuilt from the outbox (after a failed
-  // delivery or a new producer): reports of older records no longer acknowledge slots.
-  uint64_t generation_ = 0;
+  OutboxWindow window_;
+  uint64_t outstanding_ = 0;  // produced records whose delivery report has not come yet
   bool topics_ready_ = false;
-  bool reset_pending_ = false;   // a delivery failed: resend from acked_through_ once drained
+  bool reset_pending_ = false;   // a delivery failed: resend from acked_through once drained
   bool commit_pending_ = false;  // acknowledged entries waiting for the next commit
   SteadyClock::time_point resume_at_{};           // produce nothing before (failure backoff)
   SteadyClock::time_point next_topic_attempt_{};
@@ -274,13 +207,13 @@ class RelayImpl final : public Relay {
   Backoff failure_backoff_{milliseconds(100), milliseconds(5000)};
   Backoff topic_backoff_{milliseconds(500), milliseconds(5000)};
   Backoff recreate_backoff_{milliseconds(500), milliseconds(10000)};
-  RateLimit delivery_error_log_{milliseconds(5000)};
-  RateLimit produce_error_log_{milliseconds(5000)};
-  RateLimit commit_error_log_{milliseconds(5000)};
-  RateLimit scan_error_log_{milliseconds(5000)};
-  RateLimit topic_error_log_{milliseconds(10000)};
-  RateLimit kafka_error_log_{milliseconds(5000)};
-  RateLimit event_warning_log_{milliseconds(5000)};
+  LogRateLimit delivery_error_log_{milliseconds(5000)};
+  LogRateLimit produce_error_log_{milliseconds(5000)};
+  LogRateLimit commit_error_log_{milliseconds(5000)};
+  LogRateLimit scan_error_log_{milliseconds(5000)};
+  LogRateLimit topic_error_log_{milliseconds(10000)};
+  LogRateLimit kafka_error_log_{milliseconds(5000)};
+  LogRateLimit event_warning_log_{milliseconds(5000)};
 
   // Any thread.
   std::atomic<bool> reachable_{false};
@@ -312,32 +245,33 @@ absl::Status RelayImpl::Init() {
     return false;
   });
   if (!scan.ok()) return scan;
+  uint64_t cursor = 1;
   if (stored->has_value()) {
     auto c = storage::DecodeSequence(**stored);
     if (!c) return absl::DataLossError("relay: meta relay_cursor is corrupt");
-    cursor_ = *c;
-    if (first_key && *first_key < cursor_) {
+    cursor = *c;
+    if (first_key && *first_key < cursor) {
       // Cannot happen through the relay (deletes and cursor commit together); say so if it does.
       log_->warn("relay: the outbox holds sequence {} below the relay cursor {}; it is not sent",
-                 *first_key, cursor_);
+                 *first_key, cursor);
     }
   } else if (first_key) {
-    cursor_ = *first_key;
+    cursor = *first_key;
   } else {
     auto next = store_.Get(Table::kMeta, storage::meta_keys::kNextSequence);
     if (!next.ok()) return next.status();
     std::optional<uint64_t> n = next->has_value() ? storage::DecodeSequence(**next) : std::nullopt;
-    cursor_ = n.value_or(1);
+    cursor = n.value_or(1);
   }
-  acked_through_ = next_read_ = cursor_;
-  cursor_pub_ = next_read_pub_ = cursor_;
+  window_.Reset(cursor);
+  cursor_pub_ = next_read_pub_ = cursor;
   topics_ready_ = !options_.create_topics;
   return MakeProducer();
 }
 
 absl::Status RelayImpl::MakeProducer() {
   char err[512];
-  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  internal::ConfHandle conf(rd_kafka_conf_new());
   std::vector<std::pair<std::string, std::string>> props = {
       {"bootstrap.servers", options_.brokers},
       {"client.id", options_.client_id},
@@ -353,7 +287,7 @@ absl::Status RelayImpl::MakeProducer() {
       {"message.timeout.ms", "0"},
       // The relay's window is the real bound; librdkafka's queue must hold all of it.
       {"queue.buffering.max.messages",
-       StrCat(std::max<size_t>(100000, options_.max_in_flight))},
+       fmt::format("{}", std::max<size_t>(100000, options_.max_in_flight))},
       // Same key -> same partition as the Java client (murmur2), for mixed producers.
       {"partitioner", "murmur2_random"},
       // Reconnect quickly after an outage.
@@ -365,34 +299,35 @@ absl::Status RelayImpl::MakeProducer() {
   };
   for (const auto& [k, v] : options_.kafka_properties) props.emplace_back(k, v);
   for (const auto& [k, v] : props) {
-    if (rd_kafka_conf_set(conf, k.c_str(), v.c_str(), err, sizeof err) != RD_KAFKA_CONF_OK) {
-      rd_kafka_conf_destroy(conf);
-      return absl::InvalidArgumentError(StrCat("relay: kafka property ", k, "=", v, ": ", err));
+    if (rd_kafka_conf_set(conf.get(), k.c_str(), v.c_str(), err, sizeof err) != RD_KAFKA_CONF_OK) {
+      return absl::InvalidArgumentError(
+          fmt::format("relay: kafka property {}={}: {}", k, v, std::string(err)));
     }
   }
-  rd_kafka_conf_set_opaque(conf, this);
-  rd_kafka_conf_set_dr_msg_cb(conf, &RelayImpl::OnDeliveryReport);
-  rd_kafka_conf_set_error_cb(conf, &RelayImpl::OnError);
-  rd_kafka_conf_set_log_cb(conf, &RelayImpl::OnLog);
-  rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
+  rd_kafka_conf_set_opaque(conf.get(), this);
+  rd_kafka_conf_set_dr_msg_cb(conf.get(), &RelayImpl::OnDeliveryReport);
+  rd_kafka_conf_set_error_cb(conf.get(), &RelayImpl::OnError);
+  rd_kafka_conf_set_log_cb(conf.get(), &RelayImpl::OnLog);
+  internal::ProducerHandle rk(rd_kafka_new(RD_KAFKA_PRODUCER, conf.get(), err, sizeof err));
   if (rk == nullptr) {
-    rd_kafka_conf_destroy(conf);  // rd_kafka_new owns conf only when it succeeds
-    return absl::InvalidArgumentError(StrCat("relay: cannot create the kafka producer: ", err));
+    return absl::InvalidArgumentError(
+        fmt::format("relay: cannot create the kafka producer: {}", std::string(err)));
   }
-  rk_ = rk;
+  (void)conf.release();  // rd_kafka_new owns the configuration once it succeeds
+  rk_ = std::move(rk);
   for (int i = 0; i < kTopicKindCount; ++i) {
     const std::string& name = internal::TopicName(options_, static_cast<TopicKind>(i));
-    topics_[i] = rd_kafka_topic_new(rk_, name.c_str(), nullptr);
+    topics_[i].reset(rd_kafka_topic_new(rk_.get(), name.c_str(), nullptr));
     if (topics_[i] == nullptr) {
       std::string why = rd_kafka_err2str(rd_kafka_last_error());
       DestroyProducer();
-      return absl::InvalidArgumentError(StrCat("relay: topic '", name, "': ", why));
+      return absl::InvalidArgumentError(fmt::format("relay: topic '{}': {}", name, why));
     }
   }
   // Delivery reports and errors land on the main queue: wake the relay thread when it stops
   // being empty, so that it can sleep on one condition variable for Kafka and Notify() alike.
-  main_queue_ = rd_kafka_queue_get_main(rk_);
-  rd_kafka_queue_cb_event_enable(main_queue_, &RelayImpl::OnQueueEvent, this);
+  main_queue_.reset(rd_kafka_queue_get_main(rk_.get()));
+  rd_kafka_queue_cb_event_enable(main_queue_.get(), &RelayImpl::OnQueueEvent, this);
   producers_created_.fetch_add(1);
   return absl::OkStatus();
 }
@@ -402,26 +337,19 @@ void RelayImpl::DestroyProducer() {
   if (outstanding_ > 0) {
     // Whatever is still queued or in flight is given up here and resent from the outbox later;
     // the purged records come back through their delivery reports, which free their opaques.
-    rd_kafka_purge(rk_, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+    rd_kafka_purge(rk_.get(), RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
     auto deadline = SteadyClock::now() + kPurgeDrainTimeout;
-    while (outstanding_ > 0 && SteadyClock::now() < deadline) rd_kafka_poll(rk_, 50);
+    while (outstanding_ > 0 && SteadyClock::now() < deadline) rd_kafka_poll(rk_.get(), 50);
     if (outstanding_ > 0) {
       log_->warn("relay: {} purged records did not report back; their opaques are leaked",
                  outstanding_);
     }
     outstanding_ = 0;
   }
-  if (main_queue_ != nullptr) {
-    rd_kafka_queue_cb_event_enable(main_queue_, nullptr, nullptr);
-    rd_kafka_queue_destroy(main_queue_);
-    main_queue_ = nullptr;
-  }
-  for (auto*& t : topics_) {
-    if (t != nullptr) rd_kafka_topic_destroy(t);
-    t = nullptr;
-  }
-  rd_kafka_destroy(rk_);
-  rk_ = nullptr;
+  if (main_queue_ != nullptr) rd_kafka_queue_cb_event_enable(main_queue_.get(), nullptr, nullptr);
+  main_queue_.reset();
+  for (auto& t : topics_) t.reset();
+  rk_.reset();
 }
 
 void RelayImpl::Start() {
@@ -510,10 +438,7 @@ void RelayImpl::HandleDelivery(const rd_kafka_message_t& msg, const Delivery& d)
     SetReachable(true, "a record was acknowledged");
     failure_backoff_.Reset();
     if (d.occurred_at_ms > 0) RecordLag(WallMillis() - d.occurred_at_ms);
-    if (d.generation != generation_) return;
-    auto it = std::lower_bound(window_.begin(), window_.end(), d.sequence,
-                               [](const Slot& s, uint64_t seq) { return s.sequence < seq; });
-    if (it != window_.end() && it->sequence == d.sequence) it->acked = true;
+    window_.Ack(d.sequence, d.generation);
     return;
   }
   if (err == RD_KAFKA_RESP_ERR__PURGE_QUEUE || err == RD_KAFKA_RESP_ERR__PURGE_INFLIGHT) {
@@ -528,9 +453,9 @@ void RelayImpl::HandleDelivery(const rd_kafka_message_t& msg, const Delivery& d)
         "relay: delivery of sequence {} to {} failed: {} ({}); resending from sequence {} "
         "({} similar errors suppressed)",
         d.sequence, msg.rkt != nullptr ? rd_kafka_topic_name(msg.rkt) : "?",
-        rd_kafka_err2name(err), rd_kafka_err2str(err), acked_through_, suppressed);
+        rd_kafka_err2name(err), rd_kafka_err2str(err), window_.acked_through(), suppressed);
   }
-  if (d.generation == generation_) reset_pending_ = true;
+  if (d.generation == window_.generation()) reset_pending_ = true;
 }
 
 void RelayImpl::HandleError(rd_kafka_resp_err_t err, const char* reason) {
@@ -576,11 +501,11 @@ void RelayImpl::RecordLag(int64_t lag_ms) {
 
 void RelayImpl::Run() {
   pthread_setname_np(pthread_self(), "feed-relay");
-  log_->info("relay: started at sequence {} (brokers {})", cursor_, options_.brokers);
+  log_->info("relay: started at sequence {} (brokers {})", window_.cursor(), options_.brokers);
   while (!StopRequested()) {
     auto now = SteadyClock::now();
     if (inject_fatal_.exchange(false) && rk_ != nullptr) {
-      rd_kafka_test_fatal_error(rk_, RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER,
+      rd_kafka_test_fatal_error(rk_.get(), RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER,
                                 "injected by a test");
     }
     if (rk_ != nullptr) ServeKafka();
@@ -595,7 +520,7 @@ void RelayImpl::Run() {
       CommitAcked(false);
       MaybeProbe();
     }
-    next_read_pub_.store(next_read_, std::memory_order_relaxed);
+    next_read_pub_.store(window_.next_read(), std::memory_order_relaxed);
     WaitForWork();
   }
   StopProducing();
@@ -620,101 +545,37 @@ void RelayImpl::WaitForWork() {
 void RelayImpl::ServeKafka() {
   // Drain the main queue completely: its wake-up callback fires only when it turns non-empty.
   for (int i = 0; i < 10000; ++i) {
-    if (rd_kafka_poll(rk_, 0) == 0) return;
+    if (rd_kafka_poll(rk_.get(), 0) == 0) return;
   }
   Wake();  // still busy: come back at once
 }
 
 void RelayImpl::EnsureTopics() {
   next_topic_attempt_ = SteadyClock::now() + topic_backoff_.Next();
-  std::vector<std::string> names;
+  internal::TopicsRequest request;
   for (int i = 0; i < kTopicKindCount; ++i) {
     const std::string& n = internal::TopicName(options_, static_cast<TopicKind>(i));
-    if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
-  }
-  char err[512];
-  std::vector<rd_kafka_NewTopic_t*> new_topics;
-  for (const auto& n : names) {
-    rd_kafka_NewTopic_t* t = rd_kafka_NewTopic_new(n.c_str(), options_.partitions,
-                                                   options_.replication_factor, err, sizeof err);
-    if (t == nullptr) {
-      log_->error("relay: cannot describe topic {} for creation: {}; producing to it anyway", n,
-                  err);
-      continue;
-    }
-    new_topics.push_back(t);
-  }
-  if (new_topics.empty()) {
-    topics_ready_ = true;
-    return;
-  }
-  rd_kafka_AdminOptions_t* admin = rd_kafka_AdminOptions_new(rk_, RD_KAFKA_ADMIN_OP_CREATETOPICS);
-  rd_kafka_AdminOptions_set_request_timeout(admin, kAdminTimeoutMs, err, sizeof err);
-  rd_kafka_AdminOptions_set_operation_timeout(admin, kAdminTimeoutMs, err, sizeof err);
-  rd_kafka_queue_t* queue = rd_kafka_queue_new(rk_);
-  rd_kafka_CreateTopics(rk_, new_topics.data(), new_topics.size(), admin, queue);
-
-  // Wait for the result in short slices so that Shutdown is not held up by a dead broker.
-  rd_kafka_event_t* ev = nullptr;
-  auto deadline = SteadyClock::now() + milliseconds(2 * kAdminTimeoutMs + 1000);
-  while (ev == nullptr && !StopRequested() && SteadyClock::now() < deadline) {
-    ev = rd_kafka_queue_poll(queue, 100);
-    ServeKafka();
-  }
-  bool ready = false;
-  uint64_t suppressed = 0;
-  if (ev != nullptr && rd_kafka_event_error(ev) != RD_KAFKA_RESP_ERR_NO_ERROR) {
-    if (topic_error_log_.Allow(&suppressed)) {
-      log_->warn("relay: cannot create topics yet ({}); retrying ({} similar suppressed)",
-                 rd_kafka_event_error_string(ev), suppressed);
-    }
-  } else if (ev != nullptr) {
-    SetReachable(true, "admin request answered");
-    ready = true;
-    size_t count = 0;
-    const rd_kafka_topic_result_t** results =
-        rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &count);
-    for (size_t i = 0; i < count; ++i) {
-      const char* name = rd_kafka_topic_result_name(results[i]);
-      rd_kafka_resp_err_t e = rd_kafka_topic_result_error(results[i]);
-      const char* msg = rd_kafka_topic_result_error_string(results[i]);
-      if (e == RD_KAFKA_RESP_ERR_NO_ERROR) {
-        log_->info("relay: created topic {} ({} partitions, replication factor {})", name,
-                   options_.partitions, options_.replication_factor);
-      } else if (e == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS) {
-        log_->debug("relay: topic {} exists", name);
-      } else if (RetriableAdminError(e)) {
-        ready = false;
-        if (topic_error_log_.Allow(&suppressed)) {
-          log_->warn("relay: cannot create topic {} yet ({}: {}); retrying", name,
-                     rd_kafka_err2name(e), msg != nullptr ? msg : "");
-        }
-      } else {
-        // Not ours to fix (e.g. no permission: an operator manages the topics). Producing
-        // shows whether the topic is usable; a failed delivery is retried anyway.
-        log_->error("relay: cannot create topic {} ({}: {}); producing to it anyway", name,
-                    rd_kafka_err2name(e), msg != nullptr ? msg : "");
-      }
-    }
-  } else if (!StopRequested()) {
-    if (topic_error_log_.Allow(&suppressed)) {
-      log_->warn("relay: no answer to the topic creation request; retrying");
+    if (std::find(request.names.begin(), request.names.end(), n) == request.names.end()) {
+      request.names.push_back(n);
     }
   }
-  if (ev != nullptr) rd_kafka_event_destroy(ev);
-  rd_kafka_queue_destroy(queue);
-  rd_kafka_AdminOptions_destroy(admin);
-  rd_kafka_NewTopic_destroy_array(new_topics.data(), new_topics.size());
-  if (ready) {
+  request.partitions = options_.partitions;
+  request.replication_factor = options_.replication_factor;
+  request.timeout_ms = kAdminTimeoutMs;
+  const internal::TopicsOutcome outcome = internal::CreateTopics(
+      rk_.get(), request, [this] { ServeKafka(); }, [this] { return StopRequested(); }, *log_,
+      topic_error_log_);
+  if (outcome.answered) SetReachable(true, "admin request answered");
+  if (outcome.ready) {
     topics_ready_ = true;
     topic_backoff_.Reset();
   }
 }
 
 void RelayImpl::FillWindow() {
-  if (window_.size() >= options_.max_in_flight) return;
-  size_t budget = std::min(options_.read_batch, options_.max_in_flight - window_.size());
-  const std::string start = storage::EncodeSequence(next_read_);
+  if (window_.in_flight() >= options_.max_in_flight) return;
+  size_t budget = std::min(options_.read_batch, options_.max_in_flight - window_.in_flight());
+  const std::string start = storage::EncodeSequence(window_.next_read());
   absl::Status s = store_.Scan(
       Table::kOutbox, start, "", [&](std::string_view key, std::string_view value) {
         auto seq = storage::DecodeSequence(key);
@@ -728,7 +589,6 @@ void RelayImpl::FillWindow() {
           return true;
         }
         if (!Produce(*seq, value)) return false;
-        next_read_ = *seq + 1;
         return --budget > 0;
       });
   if (!s.ok()) {
@@ -754,7 +614,7 @@ bool RelayImpl::Produce(uint64_t sequence, std::string_view stored) {
     failed_.fetch_add(1, std::memory_order_relaxed);
     log_->error("relay: outbox entry {} ({} bytes) is not an events.v1.Event; skipped", sequence,
                 stored.size());
-    window_.push_back(Slot{sequence, 0, true});
+    window_.Produced(sequence, 0, /*acked=*/true);
     return true;
   }
   uint64_t suppressed = 0;
@@ -767,26 +627,27 @@ bool RelayImpl::Produce(uint64_t sequence, std::string_view stored) {
     log_->warn("relay: event {} (type '{}') has no known payload; sent to the stock topic",
                sequence, event.type());
   }
-  rd_kafka_headers_t* headers = rd_kafka_headers_new(r.headers.size());
+  internal::HeadersHandle headers(rd_kafka_headers_new(r.headers.size()));
   for (const auto& [name, value] : r.headers) {
-    rd_kafka_header_add(headers, name.data(), static_cast<ssize_t>(name.size()), value.data(),
-                        static_cast<ssize_t>(value.size()));
+    rd_kafka_header_add(headers.get(), name.data(), static_cast<ssize_t>(name.size()),
+                        value.data(), static_cast<ssize_t>(value.size()));
   }
-  auto* d = new Delivery(sequence, r.occurred_at_ms, generation_);
+  auto d = std::make_unique<Delivery>(sequence, r.occurred_at_ms, window_.generation());
   rd_kafka_resp_err_t err = rd_kafka_producev(
-      rk_, RD_KAFKA_V_RKT(topics_[static_cast<int>(r.topic)]),
+      rk_.get(), RD_KAFKA_V_RKT(topics_[static_cast<int>(r.topic)].get()),
       RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
       RD_KAFKA_V_KEY(r.key.empty() ? nullptr : r.key.data(), r.key.size()),
-      RD_KAFKA_V_VALUE(r.value.data(), r.value.size()), RD_KAFKA_V_HEADERS(headers),
-      RD_KAFKA_V_OPAQUE(d), RD_KAFKA_V_END);
+      RD_KAFKA_V_VALUE(r.value.data(), r.value.size()), RD_KAFKA_V_HEADERS(headers.get()),
+      RD_KAFKA_V_OPAQUE(d.get()), RD_KAFKA_V_END);
   if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+    // librdkafka owns both now; the delivery report frees the opaque.
+    (void)headers.release();
+    (void)d.release();
     ++outstanding_;
-    window_.push_back(Slot{sequence, r.occurred_at_ms, false});
+    window_.Produced(sequence, r.occurred_at_ms);
     return true;
   }
-  // Not accepted: librdkafka did not take the headers or the opaque.
-  rd_kafka_headers_destroy(headers);
-  delete d;
+  // Not accepted: librdkafka took neither the headers nor the opaque (freed here).
   if (err == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
     // Only with a user queue.buffering.max.messages below max_in_flight: wait for reports.
     if (outstanding_ == 0) resume_at_ = SteadyClock::now() + milliseconds(10);
@@ -811,26 +672,21 @@ bool RelayImpl::Produce(uint64_t sequence, std::string_view stored) {
 }
 
 void RelayImpl::CommitAcked(bool force) {
-  while (!window_.empty() && window_.front().acked) {
-    acked_through_ = window_.front().sequence + 1;
-    window_.pop_front();
-  }
-  oldest_unacked_ms_.store(window_.empty() ? 0 : window_.front().occurred_at_ms,
-                           std::memory_order_relaxed);
-  if (acked_through_ <= cursor_) {
+  const std::optional<OutboxWindow::Range> acked = window_.AckedPrefix();
+  oldest_unacked_ms_.store(window_.oldest_unacked_ms(), std::memory_order_relaxed);
+  if (!acked) {
     commit_pending_ = false;
     return;
   }
   auto now = SteadyClock::now();
-  if (!force && !window_.empty() && now - last_commit_ < kCommitInterval) {
+  if (!force && window_.in_flight() > 0 && now - last_commit_ < kCommitInterval) {
     commit_pending_ = true;
     return;
   }
   auto group = store_.NewWriteGroup();
-  group->DeleteRange(Table::kOutbox, storage::EncodeSequence(cursor_),
-                     storage::EncodeSequence(acked_through_));
-  group->Put(Table::kMeta, storage::meta_keys::kRelayCursor,
-             storage::EncodeSequence(acked_through_));
+  group->DeleteRange(Table::kOutbox, storage::EncodeSequence(acked->from),
+                     storage::EncodeSequence(acked->until));
+  group->Put(Table::kMeta, storage::meta_keys::kRelayCursor, storage::EncodeSequence(acked->until));
   absl::Status s = store_.Commit(*group, storage::CommitMode::kNoSync);
   last_commit_ = now;
   if (!s.ok()) {
@@ -842,8 +698,8 @@ void RelayImpl::CommitAcked(bool force) {
     }
     return;
   }
-  cursor_ = acked_through_;
-  cursor_pub_.store(cursor_, std::memory_order_relaxed);
+  window_.Committed(acked->until);
+  cursor_pub_.store(acked->until, std::memory_order_relaxed);
   commit_pending_ = false;
 }
 
@@ -852,31 +708,27 @@ void RelayImpl::FinishReset() {
   // and resend the rest. Records after the failed one that did get through are sent again
   // (consumers deduplicate by event_id); skipping them would reorder their keys.
   CommitAcked(true);
-  window_.clear();
-  next_read_ = acked_through_;
-  ++generation_;
+  window_.Restart();
   reset_pending_ = false;
   milliseconds delay = failure_backoff_.Next();
   resume_at_ = SteadyClock::now() + delay;
-  log_->warn("relay: resending from sequence {} in {} ms", next_read_, delay.count());
+  log_->warn("relay: resending from sequence {} in {} ms", window_.next_read(), delay.count());
 }
 
 void RelayImpl::RecreateProducer() {
   if (rk_ != nullptr) {
     char reason[512] = "";
-    rd_kafka_resp_err_t err = rd_kafka_fatal_error(rk_, reason, sizeof reason);
+    rd_kafka_resp_err_t err = rd_kafka_fatal_error(rk_.get(), reason, sizeof reason);
     ServeKafka();
     CommitAcked(true);
     log_->critical(
         "relay: the kafka producer failed fatally ({}: {}); recreating it and resending from "
         "sequence {} (records after it may be delivered twice)",
-        rd_kafka_err2name(err), reason, acked_through_);
+        rd_kafka_err2name(err), reason, window_.acked_through());
     DestroyProducer();
     CommitAcked(true);  // reports that came in while purging
   }
-  window_.clear();
-  next_read_ = acked_through_;
-  ++generation_;
+  window_.Restart();
   reset_pending_ = false;
   fatal_.store(false);
   reachable_.store(false);
@@ -898,9 +750,10 @@ void RelayImpl::MaybeProbe() {
   next_probe_at_ = now + kProbeInterval;
   // Blocks this thread up to kProbeTimeoutMs; only while the broker looks unreachable.
   const rd_kafka_metadata_t* md = nullptr;
-  if (rd_kafka_metadata(rk_, 0, nullptr, &md, kProbeTimeoutMs) == RD_KAFKA_RESP_ERR_NO_ERROR) {
-    if (md->broker_cnt > 0) SetReachable(true, "metadata request answered");
-    rd_kafka_metadata_destroy(md);
+  if (rd_kafka_metadata(rk_.get(), 0, nullptr, &md, kProbeTimeoutMs) ==
+      RD_KAFKA_RESP_ERR_NO_ERROR) {
+    internal::MetadataHandle owned(md);
+    if (owned->broker_cnt > 0) SetReachable(true, "metadata request answered");
   }
 }
 
@@ -913,7 +766,7 @@ void RelayImpl::StopProducing() {
   while (outstanding_ > 0) {
     auto left = std::chrono::ceil<milliseconds>(deadline - SteadyClock::now());
     if (left.count() <= 0) break;
-    rd_kafka_flush(rk_, static_cast<int>(std::min<int64_t>(100, left.count())));
+    rd_kafka_flush(rk_.get(), static_cast<int>(std::min<int64_t>(100, left.count())));
     CommitAcked(false);
   }
   CommitAcked(true);
@@ -922,7 +775,7 @@ void RelayImpl::StopProducing() {
   CommitAcked(true);
   if (left > 0) {
     log_->info("relay: {} records unacknowledged at shutdown stay in the outbox from sequence {}",
-               left, acked_through_);
+               left, window_.acked_through());
   }
 }
 
@@ -954,8 +807,8 @@ RelayStats RelayImpl::stats() const {
                         [&](std::string_view, std::string_view value) {
                           events::v1::Event e;
                           if (e.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
-                            oldest = e.occurred_at().seconds() * 1000 +
-                                     e.occurred_at().nanos() / 1'000'000;
+                            oldest = google::protobuf::util::TimeUtil::TimestampToMilliseconds(
+                                e.occurred_at());
                           }
                           return false;
                         });
