@@ -35,7 +35,7 @@
 
 #include "core/clock.h"
 #include "core/inventory_core.h"
-#include "core/strings.h"
+#include "fmt/format.h"
 #include "crash_plan.h"
 #include "events/v1/events.pb.h"
 #include "internal/v1/records.pb.h"
@@ -222,7 +222,7 @@ State Verify(const std::string& dir, const std::set<std::string>& acked) {
     events::v1::Event e;
     bool parsed = e.ParseFromArray(v.data(), static_cast<int>(v.size()));
     if (!seq || *seq != expect_seq || !parsed || e.sequence() != expect_seq ||
-        e.event_id() != StrCat(store_id, "-", expect_seq)) {
+        e.event_id() != fmt::format("{}-{}", store_id, expect_seq)) {
       if (++bad <= 5) {
         ADD_FAILURE() << "outbox entry #" << expect_seq << ": key "
                       << (seq ? std::to_string(*seq) : "?") << ", parsed " << parsed

@@ -23,7 +23,7 @@
 #include <string_view>
 #include <vector>
 
-#include "core/strings.h"
+#include "fmt/format.h"
 #include "fuzz_common.h"
 #include "server/config.h"
 
@@ -42,19 +42,18 @@ void CheckConfig(const server::ServerConfig& c) {
   FUZZ_CHECK(!c.listen.empty(), "empty --listen accepted");
   FUZZ_CHECK(!c.data_dir.empty(), "empty --data-dir accepted");
   FUZZ_CHECK(c.core.default_hold_ttl_ms <= c.core.limits.max_hold_ttl_ms,
-             StrCat("hold ttl ", c.core.default_hold_ttl_ms, " > max ",
-                    c.core.limits.max_hold_ttl_ms));
-  FUZZ_CHECK(c.core.default_hold_ttl_ms >= 1000, StrCat(c.core.default_hold_ttl_ms));
-  FUZZ_CHECK(c.core.max_batch_commands >= 1, StrCat(c.core.max_batch_commands));
-  FUZZ_CHECK(c.core.max_queue_depth >= 1, StrCat(c.core.max_queue_depth));
-  FUZZ_CHECK(c.core.sweep_interval_ms >= 10, StrCat(c.core.sweep_interval_ms));
+             fmt::format("hold ttl {} > max {}", c.core.default_hold_ttl_ms, c.core.limits.max_hold_ttl_ms));
+  FUZZ_CHECK(c.core.default_hold_ttl_ms >= 1000, fmt::format("{}", c.core.default_hold_ttl_ms));
+  FUZZ_CHECK(c.core.max_batch_commands >= 1, fmt::format("{}", c.core.max_batch_commands));
+  FUZZ_CHECK(c.core.max_queue_depth >= 1, fmt::format("{}", c.core.max_queue_depth));
+  FUZZ_CHECK(c.core.sweep_interval_ms >= 10, fmt::format("{}", c.core.sweep_interval_ms));
   FUZZ_CHECK(c.core.limits.max_id_length >= 8 && c.core.limits.max_id_length <= 1024,
-             StrCat(c.core.limits.max_id_length));
-  FUZZ_CHECK(c.core.limits.max_quantity >= 1, StrCat(c.core.limits.max_quantity));
-  FUZZ_CHECK(c.max_receive_message_bytes >= 1024, StrCat(c.max_receive_message_bytes));
+             fmt::format("{}", c.core.limits.max_id_length));
+  FUZZ_CHECK(c.core.limits.max_quantity >= 1, fmt::format("{}", c.core.limits.max_quantity));
+  FUZZ_CHECK(c.max_receive_message_bytes >= 1024, fmt::format("{}", c.max_receive_message_bytes));
   FUZZ_CHECK(c.handshake_timeout_ms >= 100 && c.handshake_timeout_ms <= 600000,
-             StrCat(c.handshake_timeout_ms));
-  FUZZ_CHECK(c.kafka.partitions >= 1, StrCat(c.kafka.partitions));
+             fmt::format("{}", c.handshake_timeout_ms));
+  FUZZ_CHECK(c.kafka.partitions >= 1, fmt::format("{}", c.kafka.partitions));
   FUZZ_CHECK(c.kafka.value_format == "protobuf" || c.kafka.value_format == "json",
              c.kafka.value_format);
   FUZZ_CHECK(c.log_format == "text" || c.log_format == "json", c.log_format);
@@ -76,7 +75,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   for (const auto& n : names) unsetenv(n.c_str());
 
   const char* tmp = std::getenv("TMPDIR");
-  std::string dir = feed::StrCat(tmp && *tmp ? tmp : "/tmp", "/feed-fuzz-config-XXXXXX");
+  std::string dir = fmt::format("{}/feed-fuzz-config-XXXXXX", tmp && *tmp ? tmp : "/tmp");
   if (mkdtemp(dir.data()) == nullptr) {
     std::perror("mkdtemp");
     std::abort();
@@ -147,7 +146,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(result->exit_code == 0, "a config with a non-zero exit code");
     CheckConfig(*result->config);
   } else {
-    FUZZ_CHECK(result->exit_code == 0, feed::StrCat("exit code ", result->exit_code));
+    FUZZ_CHECK(result->exit_code == 0, fmt::format("exit code {}", result->exit_code));
   }
   if (body) std::remove(g_config_path.c_str());
   return 0;

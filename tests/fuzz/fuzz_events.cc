@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <string>
 
-#include "core/strings.h"
+#include "fmt/format.h"
 #include "events/v1/events.pb.h"
 #include "fuzz_common.h"
 #include "google/protobuf/stubs/logging.h"
@@ -58,18 +58,14 @@ void RoundTrip(const Event& original, const char* what) {
     auto s = MessageToJsonString(original, &json, print);
     if (!s.ok()) {
       FUZZ_CHECK(!TimestampPrintable(original),
-                 StrCat(what, ": MessageToJsonString failed: ", Str(s), "\n    event: ",
-                        original.ShortDebugString()));
+                 fmt::format("{}: MessageToJsonString failed: {}\n    event: {}", what, Str(s), original.ShortDebugString()));
       return;
     }
     Event back;
     JsonParseOptions parse;  // what feed-consumer uses, minus ignore_unknown_fields
     s = JsonStringToMessage(json, &back, parse);
-    FUZZ_CHECK(s.ok(), StrCat(what, ": JsonStringToMessage of our own JSON failed: ", Str(s),
-                              "\n    json: ", json));
-    FUZZ_CHECK(Equal(original, back), StrCat(what, ": JSON round trip differs\n    before: ",
-                                             original.ShortDebugString(), "\n    json:   ", json,
-                                             "\n    after:  ", back.ShortDebugString()));
+    FUZZ_CHECK(s.ok(), fmt::format("{}: JsonStringToMessage of our own JSON failed: {}\n    json: {}", what, Str(s), json));
+    FUZZ_CHECK(Equal(original, back), fmt::format("{}: JSON round trip differs\n    before: {}\n    json:   {}\n    after:  {}", what, original.ShortDebugString(), json, back.ShortDebugString()));
   }
 }
 

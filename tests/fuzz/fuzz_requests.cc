@@ -41,7 +41,7 @@
 #include "core/inventory_core.h"
 #include "core/message_parsing.h"
 #include "core/options.h"
-#include "core/strings.h"
+#include "fmt/format.h"
 #include "core/validation.h"
 #include "events/v1/events.pb.h"
 #include "fuzz_common.h"
@@ -114,7 +114,7 @@ void Count(const std::string& outcome) {
 }
 // The code and the shape of the message (quoted values and numbers elided).
 std::string Outcome(const absl::Status& s) {
-  std::string out = StrCat(absl::StatusCodeToString(s.code()), ": ");
+  std::string out = fmt::format("{}: ", absl::StatusCodeToString(s.code()));
   bool quoted = false;
   for (char c : s.message()) {
     if (c == '\'') {
@@ -147,7 +147,7 @@ bool Parsed(const uint8_t* data, size_t size, google::protobuf::Message* request
   FUZZ_CHECK(message.find("could not be parsed as " + request->GetTypeName()) != std::string::npos,
              message);
   FUZZ_CHECK(message.find("UTF-8") == std::string::npos || message.find("String field '") != std::string::npos,
-             StrCat("a UTF-8 error that names no field: ", message));
+             fmt::format("a UTF-8 error that names no field: {}", message));
   return false;
 }
 
@@ -201,8 +201,7 @@ template <class Resp>
 void ExpectInvalid(const absl::StatusOr<Resp>& r, const absl::Status& validation) {
   Count("invalid");
   FUZZ_CHECK(!r.ok() && r.status().code() == absl::StatusCode::kInvalidArgument,
-             StrCat("Validate* said '", ToString(validation), "' but the core said ",
-                    r.ok() ? std::string("OK") : ToString(r.status())));
+             fmt::format("Validate* said '{}' but the core said {}", ToString(validation), r.ok() ? std::string("OK") : ToString(r.status())));
 }
 
 class World {
@@ -282,7 +281,7 @@ void World::Reopen() {
   core_.reset();
   // Recovery checks reserved == sum of the open holds and available >= 0 (DATA_LOSS if not).
   auto opened = InventoryCore::Open(*store_, clock_, options_);
-  FUZZ_CHECK(opened.ok(), StrCat("recovery after restart: ", ToString(opened.status())));
+  FUZZ_CHECK(opened.ok(), fmt::format("recovery after restart: {}", ToString(opened.status())));
   core_ = std::move(*opened);
 }
 
@@ -338,13 +337,13 @@ Levels World::Read(const std::set<Key>& keys) {
     k->set_location(location);
   }
   auto r = core_->GetStock(request);
-  FUZZ_CHECK(r.ok(), StrCat("GetStock of valid keys: ", ToString(r.status())));
+  FUZZ_CHECK(r.ok(), fmt::format("GetStock of valid keys: {}", ToString(r.status())));
   FUZZ_CHECK(static_cast<size_t>(r->levels_size() + r->missing_size()) == keys.size(),
              Show(*r));
   for (const auto& l : r->levels()) {
     CheckLevel(l);
     Key k{l.sku(), l.location()};
-    FUZZ_CHECK(keys.contains(k), StrCat("GetStock returned an unrequested level: ", Show(l)));
+    FUZZ_CHECK(keys.contains(k), fmt::format("GetStock returned an unrequested level: {}", Show(l)));
     out[k] = l;
   }
   return out;
@@ -352,12 +351,11 @@ Levels World::Read(const std::set<Key>& keys) {
 
 void World::ExpectUnchanged(const Levels& before, const Levels& after, const char* op) {
   FUZZ_CHECK(before.size() == after.size(),
-             StrCat(op, ": a failed or replayed command created or removed a level"));
+             fmt::format("{}: a failed or replayed command created or removed a level", op));
   for (const auto& [k, b] : before) {
     auto it = after.find(k);
     FUZZ_CHECK(it != after.end() && Same(b, it->second),
-               StrCat(op, ": a failed or replayed command changed ", Show(b), " to ",
-                      it == after.end() ? std::string("nothing") : Show(it->second)));
+               fmt::format("{}: a failed or replayed command changed {} to {}", op, Show(b), it == after.end() ? std::string("nothing") : Show(it->second)));
   }
 }
 
@@ -368,26 +366,25 @@ void World::ExpectDeltas(const Levels& before, const Levels& after, const Deltas
     auto d = deltas.find(k);
     if (d == deltas.end()) {
       FUZZ_CHECK(b != before.end() && Same(b->second, a),
-                 StrCat(op, ": changed a level it does not name: ", Show(a)));
+                 fmt::format("{}: changed a level it does not name: {}", op, Show(a)));
       continue;
     }
     int64_t on_hand = b == before.end() ? 0 : b->second.on_hand();
     int64_t reserved = b == before.end() ? 0 : b->second.reserved();
     FUZZ_CHECK(a.on_hand() == on_hand + d->second.on_hand &&
                    a.reserved() == reserved + d->second.reserved,
-               StrCat(op, ": expected on_hand ", on_hand, "+", d->second.on_hand, ", reserved ",
-                      reserved, "+", d->second.reserved, ", got ", Show(a)));
+               fmt::format("{}: expected on_hand {}+{}, reserved {}+{}, got {}", op, on_hand, d->second.on_hand, reserved, d->second.reserved, Show(a)));
     uint64_t version = b == before.end() ? 0 : b->second.version();
-    FUZZ_CHECK(a.version() > version, StrCat(op, ": version did not increase: ", Show(a)));
+    FUZZ_CHECK(a.version() > version, fmt::format("{}: version did not increase: {}", op, Show(a)));
   }
   for (const auto& [k, d] : deltas) {
-    FUZZ_CHECK(after.contains(k), StrCat(op, ": level ", k.first, "/", k.second, " is missing"));
+    FUZZ_CHECK(after.contains(k), fmt::format("{}: level {}/{} is missing", op, k.first, k.second));
   }
 }
 
 void World::CheckSequence(uint64_t sequence, const char* op) {
   FUZZ_CHECK(sequence > last_sequence_,
-             StrCat(op, ": sequence ", sequence, " after ", last_sequence_));
+             fmt::format("{}: sequence {} after {}", op, sequence, last_sequence_));
   last_sequence_ = sequence;
 }
 
@@ -404,8 +401,7 @@ std::optional<Resp> World::Apply(const char* op,
   Count(r.ok() ? (r->replayed() ? "OK (replayed)" : "OK") : Outcome(r.status()));
   if (!r.ok()) {
     FUZZ_CHECK(Documented(r.status().code()),
-               StrCat(op, " returned an undocumented error: ", ToString(r.status()),
-                      "\n    request: ", Show(request)));
+               fmt::format("{} returned an undocumented error: {}\n    request: {}", op, ToString(r.status()), Show(request)));
     ExpectUnchanged(*before, *after, op);
     return std::nullopt;
   }
@@ -416,13 +412,11 @@ std::optional<Resp> World::Apply(const char* op,
   if (!request.idempotency_key().empty()) {
     absl::StatusOr<Resp> again = CallSync(*core_, method, request);
     FUZZ_CHECK(again.ok() && again->replayed(),
-               StrCat(op, ": the same request with the same key was not replayed: ",
-                      again.ok() ? Show(*again) : ToString(again.status())));
+               fmt::format("{}: the same request with the same key was not replayed: {}", op, again.ok() ? Show(*again) : ToString(again.status())));
     Resp expected = *r;
     expected.set_replayed(true);
     FUZZ_CHECK(Same(expected, *again),
-               StrCat(op, ": replay differs:\n    first:  ", Show(*r), "\n    replay: ",
-                      Show(*again)));
+               fmt::format("{}: replay differs:\n    first:  {}\n    replay: {}", op, Show(*r), Show(*again)));
     ExpectUnchanged(*after, Read(keys), op);
   }
   return *std::move(r);
@@ -443,8 +437,7 @@ void World::DoAdjust(const uint8_t* data, size_t size) {
   int64_t now = r.mode() == inv::ADJUST_MODE_SET ? r.quantity() : old + r.quantity();
   ExpectDeltas(before, after, {{k, {now - old, 0}}}, "AdjustStock");
   FUZZ_CHECK(Same(resp->level(), after[k]),
-             StrCat("AdjustStock: response level ", Show(resp->level()), " but GetStock says ",
-                    Show(after[k])));
+             fmt::format("AdjustStock: response level {} but GetStock says {}", Show(resp->level()), Show(after[k])));
   if (r.has_allow_backorder()) {
     FUZZ_CHECK(after[k].allow_backorder() == r.allow_backorder(), Show(after[k]));
   }
@@ -477,15 +470,14 @@ void World::DoReserve(const uint8_t* data, size_t size) {
   Deltas held;
   for (const auto& line : hold.lines()) held[{line.sku(), line.location()}].reserved += line.quantity();
   FUZZ_CHECK(held.size() == deltas.size() && static_cast<size_t>(hold.lines_size()) == deltas.size(),
-             StrCat("Reserve: the hold's lines are not the request's levels: ", Show(hold)));
+             fmt::format("Reserve: the hold's lines are not the request's levels: {}", Show(hold)));
   for (const auto& [k, d] : deltas) {
-    FUZZ_CHECK(held[k].reserved == d.reserved, StrCat("Reserve: hold quantity: ", Show(hold)));
+    FUZZ_CHECK(held[k].reserved == d.reserved, fmt::format("Reserve: hold quantity: {}", Show(hold)));
   }
   FUZZ_CHECK(static_cast<size_t>(resp->levels_size()) == deltas.size(), Show(*resp));
   for (const auto& l : resp->levels()) {
     Key k{l.sku(), l.location()};
-    FUZZ_CHECK(Same(l, after[k]), StrCat("Reserve: response level ", Show(l),
-                                         " but GetStock says ", Show(after[k])));
+    FUZZ_CHECK(Same(l, after[k]), fmt::format("Reserve: response level {} but GetStock says {}", Show(l), Show(after[k])));
   }
   int64_t ttl = r.ttl_ms() > 0 ? r.ttl_ms() : options_.default_hold_ttl_ms;
   FUZZ_CHECK(hold.expires_at_ms() == clock_.NowMillis() + ttl, Show(hold));
@@ -515,7 +507,7 @@ void World::DoCommitOrRelease(bool commit, const uint8_t* data, size_t size) {
   }
   auto prior = core_->GetReservation(id);
   FUZZ_CHECK(prior.ok() || prior.status().code() == absl::StatusCode::kNotFound,
-             StrCat("GetReservation: ", ToString(prior.status())));
+             fmt::format("GetReservation: {}", ToString(prior.status())));
   std::set<Key> keys;
   Deltas deltas;
   if (prior.ok()) {
@@ -544,7 +536,7 @@ void World::DoCommitOrRelease(bool commit, const uint8_t* data, size_t size) {
   }
   FUZZ_CHECK(prior.ok() && prior->state() == inv::RESERVATION_STATE_HELD &&
                  !prior->owned_by_order(),
-             StrCat(op, " succeeded on ", prior.ok() ? Show(*prior) : std::string("nothing")));
+             fmt::format("{} succeeded on {}", op, prior.ok() ? Show(*prior) : std::string("nothing")));
   FUZZ_CHECK(closed->state() == (commit ? inv::RESERVATION_STATE_COMMITTED
                                         : inv::RESERVATION_STATE_RELEASED),
              Show(*closed));
@@ -552,7 +544,7 @@ void World::DoCommitOrRelease(bool commit, const uint8_t* data, size_t size) {
   ExpectDeltas(before, after, deltas, op);
   auto now = core_->GetReservation(id);
   FUZZ_CHECK(now.ok() && now->state() == closed->state(),
-             StrCat(op, ": GetReservation after: ", now.ok() ? Show(*now) : ToString(now.status())));
+             fmt::format("{}: GetReservation after: {}", op, now.ok() ? Show(*now) : ToString(now.status())));
   CheckSequence(sequence, op);
 }
 
@@ -562,7 +554,7 @@ void World::DoGetStock(const uint8_t* data, size_t size) {
   absl::Status v = core::ValidateGetStock(r, options_);
   auto resp = core_->GetStock(r);
   if (!v.ok()) return ExpectInvalid(resp, v);
-  FUZZ_CHECK(resp.ok(), StrCat("GetStock: ", ToString(resp.status())));
+  FUZZ_CHECK(resp.ok(), fmt::format("GetStock: {}", ToString(resp.status())));
   Count(resp->levels_size() > 0 ? "OK (levels)" : "OK (none)");
   for (const auto& l : resp->levels()) CheckLevel(l);
   // Each key either matched levels or is listed as missing.
@@ -577,7 +569,7 @@ void World::DoGetStock(const uint8_t* data, size_t size) {
       }
     }
     FUZZ_CHECK(found != missing.contains({k.sku(), k.location()}),
-               StrCat("GetStock: key ", Show(k), " found=", found, " in ", Show(*resp)));
+               fmt::format("GetStock: key {} found={} in {}", Show(k), found, Show(*resp)));
   }
 }
 
@@ -609,11 +601,11 @@ void World::DoCreateOrder(const uint8_t* data, size_t size) {
   FUZZ_CHECK(order.ok() && order->status() == ord::ORDER_STATUS_CONFIRMED &&
                  order->reservation_id() == resp->reservation_id() &&
                  order->customer_id() == r.customer_id(),
-             StrCat("CreateOrder: GetOrder: ", order.ok() ? Show(*order) : ToString(order.status())));
+             fmt::format("CreateOrder: GetOrder: {}", order.ok() ? Show(*order) : ToString(order.status())));
   auto hold = core_->GetReservation(resp->reservation_id());
   FUZZ_CHECK(hold.ok() && hold->state() == inv::RESERVATION_STATE_HELD && hold->owned_by_order() &&
                  hold->order_id() == resp->order_id(),
-             StrCat("CreateOrder: hold: ", hold.ok() ? Show(*hold) : ToString(hold.status())));
+             fmt::format("CreateOrder: hold: {}", hold.ok() ? Show(*hold) : ToString(hold.status())));
   CheckSequence(resp->sequence(), "CreateOrder");
   Remember(&orders_, resp->order_id());
   Remember(&reservations_, resp->reservation_id());
@@ -640,7 +632,7 @@ void World::DoPayOrder(const uint8_t* data, size_t size) {
   auto resp = Apply("PayOrder", &InventoryCore::PayOrder, r, OrderKeys(prior), &before, &after);
   if (!resp) return;
   FUZZ_CHECK(prior.ok() && prior->status() == ord::ORDER_STATUS_CONFIRMED,
-             StrCat("PayOrder succeeded on ", prior.ok() ? Show(*prior) : ToString(prior.status())));
+             fmt::format("PayOrder succeeded on {}", prior.ok() ? Show(*prior) : ToString(prior.status())));
   Deltas deltas;
   for (const auto& line : prior->lines()) {
     auto& d = deltas[{line.sku(), line.location()}];
@@ -651,7 +643,7 @@ void World::DoPayOrder(const uint8_t* data, size_t size) {
   FUZZ_CHECK(resp->order().status() == ord::ORDER_STATUS_PAID, Show(*resp));
   auto hold = core_->GetReservation(prior->reservation_id());
   FUZZ_CHECK(hold.ok() && hold->state() == inv::RESERVATION_STATE_COMMITTED,
-             StrCat("PayOrder: hold: ", hold.ok() ? Show(*hold) : ToString(hold.status())));
+             fmt::format("PayOrder: hold: {}", hold.ok() ? Show(*hold) : ToString(hold.status())));
   CheckSequence(resp->sequence(), "PayOrder");
 }
 
@@ -693,7 +685,7 @@ void World::DoCancelOrder(const uint8_t* data, size_t size) {
     } else {
       FUZZ_CHECK(prior->status() == ord::ORDER_STATUS_PAID ||
                      prior->status() == ord::ORDER_STATUS_PACKING,
-                 StrCat("CancelOrder succeeded on ", Show(*prior)));
+                 fmt::format("CancelOrder succeeded on {}", Show(*prior)));
       d.on_hand += line.quantity();
     }
   }
@@ -708,17 +700,16 @@ void World::DoWatchKeys(const uint8_t* data, size_t size) {
   if (!core::ValidateStockKeys("keys", r.keys(), options_).ok()) return Count("invalid");
   std::vector<inv::StockKey> filter(r.keys().begin(), r.keys().end());
   auto snapshot = core_->OpenStockSnapshot(filter);
-  FUZZ_CHECK(snapshot.ok(), StrCat("OpenStockSnapshot: ", ToString(snapshot.status())));
+  FUZZ_CHECK(snapshot.ok(), fmt::format("OpenStockSnapshot: {}", ToString(snapshot.status())));
   FUZZ_CHECK((*snapshot)->as_of_sequence() >= last_sequence_,
-             StrCat("snapshot as of ", (*snapshot)->as_of_sequence(), " but sequence ",
-                    last_sequence_, " was committed"));
+             fmt::format("snapshot as of {} but sequence {} was committed", (*snapshot)->as_of_sequence(), last_sequence_));
   // Small chunks exercise the resumption of prefix scans.
   size_t chunk = 1 + r.resume_after_sequence() % 4;
   std::vector<inv::StockLevel> levels;
   for (int i = 0;; ++i) {
     FUZZ_CHECK(i < 1'000'000, "StockSnapshot::Next never ends");
     auto more = (*snapshot)->Next(chunk, &levels);
-    FUZZ_CHECK(more.ok(), StrCat("StockSnapshot::Next: ", ToString(more.status())));
+    FUZZ_CHECK(more.ok(), fmt::format("StockSnapshot::Next: {}", ToString(more.status())));
     if (!*more) break;
   }
   Count(levels.empty() ? "OK (none)" : "OK (levels)");
@@ -730,8 +721,7 @@ void World::DoWatchKeys(const uint8_t* data, size_t size) {
   }
   if (filter.empty()) {
     FUZZ_CHECK(levels.size() == core_->stats().stock_levels,
-               StrCat("full snapshot has ", levels.size(), " levels, the core ",
-                      core_->stats().stock_levels));
+               fmt::format("full snapshot has {} levels, the core {}", levels.size(), core_->stats().stock_levels));
     return;
   }
   inv::GetStockRequest get;
@@ -740,8 +730,7 @@ void World::DoWatchKeys(const uint8_t* data, size_t size) {
   FUZZ_CHECK(resp.ok(), ToString(resp.status()));
   std::multiset<std::pair<Key, uint64_t>> expected;
   for (const auto& l : resp->levels()) expected.insert({{l.sku(), l.location()}, l.version()});
-  FUZZ_CHECK(seen == expected, StrCat("snapshot (chunk ", chunk, ") has ", seen.size(),
-                                      " levels, GetStock ", expected.size(), " for ", Show(r)));
+  FUZZ_CHECK(seen == expected, fmt::format("snapshot (chunk {}) has {} levels, GetStock {} for {}", chunk, seen.size(), expected.size(), Show(r)));
 }
 
 void World::DoTick(const uint8_t* data, size_t size) {
@@ -757,14 +746,14 @@ void World::DoTick(const uint8_t* data, size_t size) {
   core_->ExpireDue(
       [&promise](absl::StatusOr<core::ExpireResult> r) { promise.set_value(std::move(r)); });
   auto r = future.get();
-  FUZZ_CHECK(r.ok(), StrCat("ExpireDue: ", ToString(r.status())));
+  FUZZ_CHECK(r.ok(), fmt::format("ExpireDue: {}", ToString(r.status())));
   Count(r->expired_holds > 0 ? "OK (expired)" : "OK (none)");
   Levels after = Read(SeedKeys());
   for (const auto& [k, a] : after) {
     // Expiry only returns held units: on_hand never changes, reserved never grows.
     const auto& b = before[k];
     FUZZ_CHECK(a.on_hand() == b.on_hand() && a.reserved() <= b.reserved(),
-               StrCat("ExpireDue changed ", Show(b), " to ", Show(a)));
+               fmt::format("ExpireDue changed {} to {}", Show(b), Show(a)));
   }
 }
 
@@ -776,11 +765,11 @@ void World::CheckStore() {
       Table::kOutbox, storage::EncodeSequence(outbox_checked_ + 1), "",
       [&](std::string_view key, std::string_view value) {
         auto seq = storage::DecodeSequence(key);
-        FUZZ_CHECK(seq && *seq == expect, StrCat("outbox gap: expected ", expect));
+        FUZZ_CHECK(seq && *seq == expect, fmt::format("outbox gap: expected {}", expect));
         events::v1::Event e;
         FUZZ_CHECK(e.ParseFromArray(value.data(), static_cast<int>(value.size())),
                    "outbox event does not parse");
-        FUZZ_CHECK(e.sequence() == expect && e.event_id() == StrCat(kStoreId, "-", expect),
+        FUZZ_CHECK(e.sequence() == expect && e.event_id() == fmt::format("{}-{}", kStoreId, expect),
                    Show(e));
         if (e.has_stock_changed()) announced[expect] = e.stock_changed().level();
         ++expect;
@@ -790,7 +779,7 @@ void World::CheckStore() {
   uint64_t last = expect - 1;
   auto next = store_->Get(Table::kMeta, storage::meta_keys::kNextSequence);
   FUZZ_CHECK(next.ok() && next->has_value() && storage::DecodeSequence(**next) == last + 1,
-             StrCat("meta next_sequence is not ", last + 1));
+             fmt::format("meta next_sequence is not {}", last + 1));
 
   std::map<Key, int64_t> held;
   s = store_->Scan(Table::kHolds, "", "", [&](std::string_view, std::string_view value) {
@@ -808,11 +797,9 @@ void World::CheckStore() {
     CheckLevel(l);
     Key k{l.sku(), l.location()};
     FUZZ_CHECK(l.reserved() == held[k],
-               StrCat("reserved ", l.reserved(), " but the open holds sum to ", held[k], ": ",
-                      Show(l)));
+               fmt::format("reserved {} but the open holds sum to {}: {}", l.reserved(), held[k], Show(l)));
     if (auto it = announced.find(l.sequence()); it != announced.end()) {
-      FUZZ_CHECK(Same(it->second, l), StrCat("stored level ", Show(l), " but its event said ",
-                                             Show(it->second)));
+      FUZZ_CHECK(Same(it->second, l), fmt::format("stored level {} but its event said {}", Show(l), Show(it->second)));
     }
     FUZZ_CHECK(l.sequence() >= 1 && l.sequence() <= last, Show(l));
     ++levels;
@@ -820,9 +807,9 @@ void World::CheckStore() {
   });
   FUZZ_CHECK(s.ok(), ToString(s));
   for (const auto& [k, sum] : held) {
-    FUZZ_CHECK(sum == 0 || store_->Get(Table::kStock, StrCat(k.first, std::string(1, '\0'), k.second))
+    FUZZ_CHECK(sum == 0 || store_->Get(Table::kStock, fmt::format("{}{}{}", k.first, std::string(1, '\0'), k.second))
                                ->has_value(),
-               StrCat("a hold names level ", k.first, "/", k.second, " that does not exist"));
+               fmt::format("a hold names level {}/{} that does not exist", k.first, k.second));
   }
   // What the relay would do after sending: drop the checked events (keeps snapshots cheap).
   if (last > outbox_checked_) {

@@ -13,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-#include "core/strings.h"
+#include "fmt/format.h"
 #include "fuzz_common.h"
 #include "storage/store.h"
 
@@ -30,22 +30,21 @@ int Sign(int c) { return (c > 0) - (c < 0); }
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  using feed::StrCat;
   namespace st = feed::storage;
   std::string_view bytes(reinterpret_cast<const char*>(data), size);
 
   // Decoding arbitrary bytes.
   auto seq = st::DecodeSequence(bytes);
-  FUZZ_CHECK(seq.has_value() == (size == 8), StrCat("DecodeSequence of ", size, " bytes"));
-  if (seq) FUZZ_CHECK(st::EncodeSequence(*seq) == bytes, StrCat("sequence ", *seq));
+  FUZZ_CHECK(seq.has_value() == (size == 8), fmt::format("DecodeSequence of {} bytes", size));
+  if (seq) FUZZ_CHECK(st::EncodeSequence(*seq) == bytes, fmt::format("sequence {}", *seq));
 
   int64_t created = 0;
   std::string_view payload;
   bool ok = st::DecodeTimestamped(bytes, &created, &payload);
-  FUZZ_CHECK(ok == (size >= 8), StrCat("DecodeTimestamped of ", size, " bytes"));
+  FUZZ_CHECK(ok == (size >= 8), fmt::format("DecodeTimestamped of {} bytes", size));
   if (ok) {
-    FUZZ_CHECK(payload.size() == size - 8, StrCat(payload.size()));
-    FUZZ_CHECK(st::EncodeTimestamped(created, payload) == bytes, StrCat("created ", created));
+    FUZZ_CHECK(payload.size() == size - 8, fmt::format("{}", payload.size()));
+    FUZZ_CHECK(st::EncodeTimestamped(created, payload) == bytes, fmt::format("created {}", created));
   }
 
   // Encoding values taken from the input.
@@ -53,18 +52,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   uint64_t b = size > 8 ? Load64(data + 8, size - 8) : ~a;
   std::string ea = st::EncodeSequence(a), eb = st::EncodeSequence(b);
   FUZZ_CHECK(ea.size() == 8 && eb.size() == 8, "EncodeSequence size");
-  FUZZ_CHECK(st::DecodeSequence(ea) == a && st::DecodeSequence(eb) == b, StrCat(a, " ", b));
+  FUZZ_CHECK(st::DecodeSequence(ea) == a && st::DecodeSequence(eb) == b, fmt::format("{} {}", a, b));
   int order = Sign(std::memcmp(ea.data(), eb.data(), 8));
   FUZZ_CHECK(order == (a < b ? -1 : a > b ? 1 : 0),
-             StrCat("byte order of ", a, " and ", b, " is not numeric order"));
+             fmt::format("byte order of {} and {} is not numeric order", a, b));
 
   std::string_view rest = size > 8 ? bytes.substr(8) : std::string_view();
   std::string value = st::EncodeTimestamped(static_cast<int64_t>(a), rest);
-  FUZZ_CHECK(value.size() == 8 + rest.size(), StrCat(value.size()));
+  FUZZ_CHECK(value.size() == 8 + rest.size(), fmt::format("{}", value.size()));
   int64_t back = 0;
   std::string_view back_payload;
   FUZZ_CHECK(st::DecodeTimestamped(value, &back, &back_payload), "decoding our own value");
   FUZZ_CHECK(back == static_cast<int64_t>(a) && back_payload == rest,
-             StrCat("timestamp ", static_cast<int64_t>(a), " came back as ", back));
+             fmt::format("timestamp {} came back as {}", static_cast<int64_t>(a), back));
   return 0;
 }

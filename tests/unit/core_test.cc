@@ -27,7 +27,7 @@
 #include "core/history.h"
 #include "core/inventory_core.h"
 #include "core/options.h"
-#include "core/strings.h"
+#include "fmt/format.h"
 #include "events/v1/events.pb.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "internal/v1/records.pb.h"
@@ -356,7 +356,7 @@ class CoreTest : public ::testing::Test {
     if (!events.empty()) store_id = StoreId();
     for (size_t i = 0; i < events.size(); ++i) {
       ASSERT_EQ(events[i].sequence(), i + 1) << "outbox has a gap";
-      EXPECT_EQ(events[i].event_id(), StrCat(store_id, "-", i + 1));
+      EXPECT_EQ(events[i].event_id(), fmt::format("{}-{}", store_id, i + 1));
     }
     auto next = store_.Get(Table::kMeta, storage::meta_keys::kNextSequence);
     ASSERT_TRUE(next.ok());
@@ -372,7 +372,7 @@ class CoreTest : public ::testing::Test {
                             EXPECT_TRUE(r.ParseFromArray(v.data(), static_cast<int>(v.size())));
                             EXPECT_EQ(r.state(), inv::RESERVATION_STATE_HELD);
                             for (const auto& l : r.lines()) {
-                              held[StrCat(l.sku(), "/", l.location())] += l.quantity();
+                              held[fmt::format("{}/{}", l.sku(), l.location())] += l.quantity();
                             }
                             return true;
                           })
@@ -382,7 +382,7 @@ class CoreTest : public ::testing::Test {
                           [&](std::string_view, std::string_view v) {
                             inv::StockLevel l;
                             EXPECT_TRUE(l.ParseFromArray(v.data(), static_cast<int>(v.size())));
-                            std::string key = StrCat(l.sku(), "/", l.location());
+                            std::string key = fmt::format("{}/{}", l.sku(), l.location());
                             EXPECT_EQ(l.reserved(), held[key]) << key;
                             EXPECT_EQ(l.available(), l.on_hand() - l.reserved()) << key;
                             EXPECT_GE(l.on_hand(), 0) << key;
@@ -705,7 +705,7 @@ TEST_F(CoreTest, GeneratedIdsNeverCollideWithClientChosenIds) {
   std::string prefix = first->reservation().reservation_id();
   prefix = prefix.substr(0, prefix.rfind('-') + 1);  // "rsv-xxxxxx-"
   size_t before = EventCount();
-  EXPECT_TRUE(IsError(Reserve({{"sku-a", 2}}, StrCat(prefix, 4)),
+  EXPECT_TRUE(IsError(Reserve({{"sku-a", 2}}, fmt::format("{}{}", prefix, 4)),
                       absl::StatusCode::kInvalidArgument, "reservation_id"));
   EXPECT_TRUE(IsError(Reserve({{"sku-a", 2}}, "rsv-mine"), absl::StatusCode::kInvalidArgument,
                       "reserved for ids the server generates"));
@@ -771,7 +771,7 @@ TEST_F(CoreTest, CommitTwiceAndReleaseAfterCommitAreRejected) {
   size_t before = EventCount();
 
   EXPECT_TRUE(IsError(Commit(id), absl::StatusCode::kFailedPrecondition,
-                      StrCat("reservation '", id, "' is already COMMITTED")));
+                      fmt::format("reservation '{}' is already COMMITTED", id)));
   EXPECT_TRUE(
       IsError(Release(id), absl::StatusCode::kFailedPrecondition, "already COMMITTED"));
   EXPECT_EQ(EventCount(), before);
@@ -1260,7 +1260,7 @@ TEST_F(CoreTest, CommitReleaseAndReadValidation) {
   EXPECT_TRUE(
       IsError(core_->GetStock(empty_sku), absl::StatusCode::kInvalidArgument, "keys[1].sku"));
   inv::GetStockRequest too_many;
-  for (int i = 0; i < 1001; ++i) too_many.add_keys()->set_sku(StrCat("s", i));
+  for (int i = 0; i < 1001; ++i) too_many.add_keys()->set_sku(fmt::format("s{}", i));
   EXPECT_TRUE(IsError(core_->GetStock(too_many), absl::StatusCode::kInvalidArgument,
                       "keys: at most 1000 keys"));
 }
@@ -1555,7 +1555,7 @@ TEST_F(CoreTest, OrderHoldChangesOnlyThroughOrderService) {
   ASSERT_OK(o);
   size_t before = EventCount();
   EXPECT_TRUE(IsError(Commit(o->reservation_id()), absl::StatusCode::kFailedPrecondition,
-                      StrCat("belongs to order '", o->order_id(), "'; pay it")));
+                      fmt::format("belongs to order '{}'; pay it", o->order_id())));
   EXPECT_TRUE(IsError(Release(o->reservation_id()), absl::StatusCode::kFailedPrecondition,
                       "cancel it with OrderService.CancelOrder"));
   EXPECT_EQ(EventCount(), before);
@@ -1595,7 +1595,7 @@ TEST_F(CoreTest, EventsAreGapFreeAndOnePerChange) {
   for (size_t i = 0; i < events.size(); ++i) {
     const auto& e = events[i];
     EXPECT_EQ(e.sequence(), i + 1);
-    EXPECT_EQ(e.event_id(), StrCat(store_id, "-", i + 1));
+    EXPECT_EQ(e.event_id(), fmt::format("{}-{}", store_id, i + 1));
     ASSERT_NE(e.payload_case(), ev::Event::PAYLOAD_NOT_SET);
     if (e.has_stock_changed()) {
       const auto& l = e.stock_changed().level();
@@ -1603,7 +1603,7 @@ TEST_F(CoreTest, EventsAreGapFreeAndOnePerChange) {
       EXPECT_EQ(e.key(), l.sku());
       EXPECT_EQ(l.sequence(), e.sequence());
       // A level's version grows by exactly one per event about it.
-      std::string key = StrCat(l.sku(), "/", l.location());
+      std::string key = fmt::format("{}/{}", l.sku(), l.location());
       EXPECT_EQ(l.version(), last_version[key] + 1) << key;
       last_version[key] = l.version();
     }
@@ -1725,7 +1725,7 @@ TEST_F(CoreTest, RecoveryRestoresLevelsHoldsAndSequence) {
   auto events = EventsAfter(last);
   ASSERT_EQ(events.size(), 2u);
   EXPECT_EQ(events[0].sequence(), last + 1);
-  EXPECT_EQ(events[0].event_id(), StrCat(store_id, "-", last + 1));
+  EXPECT_EQ(events[0].event_id(), fmt::format("{}-{}", store_id, last + 1));
   EXPECT_EQ(c->sequence(), last + 2);
   EXPECT_EQ(Level("sku-b", "wh-2").on_hand(), 7);
 

@@ -21,7 +21,7 @@
 
 #include "core/clock.h"
 #include "core/inventory_core.h"
-#include "core/strings.h"
+#include "fmt/format.h"
 #include "inventory/v1/inventory.pb.h"
 #include "storage/rocksdb_store.h"
 #include "storage/store.h"
@@ -365,7 +365,7 @@ class OrderChecker : public core::ChangeListener {
       std::lock_guard lock(mu_);
       for (const auto& e : events) {
         if (e->sequence() != last_ + 1 && last_ != 0) {
-          out_of_order_.push_back(StrCat(last_, " then ", e->sequence()));
+          out_of_order_.push_back(fmt::format("{} then {}", last_, e->sequence()));
         }
         last_ = e->sequence();
         ++count_;

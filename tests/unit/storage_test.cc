@@ -23,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/strings.h"
+#include "fmt/format.h"
 #include "storage/memory_store.h"
 #include "storage/rocksdb_store.h"
 #include "storage/store.h"
@@ -120,12 +120,12 @@ class StoreContractTest : public ::testing::TestWithParam<Kind> {
 TEST_P(StoreContractTest, PutGetDeletePerTable) {
   // The same key in every table holds that table's own value.
   auto g = store_->NewWriteGroup();
-  for (Table t : kAllTables) g->Put(t, "key", StrCat("value-", TableName(t)));
+  for (Table t : kAllTables) g->Put(t, "key", fmt::format("value-{}", TableName(t)));
   EXPECT_EQ(g->Count(), 7u);
   EXPECT_GT(g->ByteSize(), 0u);
   ASSERT_TRUE(store_->Commit(*g).ok());
   for (Table t : kAllTables) {
-    EXPECT_EQ(GetOrDie(*store_, t, "key"), StrCat("value-", TableName(t))) << TableName(t);
+    EXPECT_EQ(GetOrDie(*store_, t, "key"), fmt::format("value-{}", TableName(t))) << TableName(t);
     EXPECT_EQ(GetOrDie(*store_, t, "other"), std::nullopt);
   }
   // Overwrite in one table, delete in another: the rest are untouched.
@@ -189,7 +189,7 @@ TEST_P(StoreContractTest, ScanWithStartAndPrefix) {
 TEST_P(StoreContractTest, DeleteRangeIsHalfOpen) {
   auto g = store_->NewWriteGroup();
   for (uint64_t i = 1; i <= 10; ++i) {
-    g->Put(Table::kOutbox, EncodeSequence(i), StrCat("e", i));
+    g->Put(Table::kOutbox, EncodeSequence(i), fmt::format("e{}", i));
     g->Put(Table::kMeta, EncodeSequence(i), "untouched");
   }
   ASSERT_TRUE(store_->Commit(*g).ok());
@@ -278,12 +278,12 @@ TEST_P(StoreContractTest, OutboxScansInSequenceOrder) {
   std::vector<uint64_t> shuffled = seqs;
   std::shuffle(shuffled.begin(), shuffled.end(), std::mt19937_64(7));
   auto g = store_->NewWriteGroup();
-  for (uint64_t s : shuffled) g->Put(Table::kOutbox, EncodeSequence(s), StrCat(s));
+  for (uint64_t s : shuffled) g->Put(Table::kOutbox, EncodeSequence(s), fmt::format("{}", s));
   ASSERT_TRUE(store_->Commit(*g).ok());
   std::vector<uint64_t> read;
   for (const auto& [k, v] : ScanAll(*store_, Table::kOutbox, "", "")) {
     read.push_back(*DecodeSequence(k));
-    EXPECT_EQ(v, StrCat(read.back()));
+    EXPECT_EQ(v, fmt::format("{}", read.back()));
   }
   EXPECT_EQ(read, seqs);
   // Resuming from a cursor.
@@ -320,8 +320,8 @@ TEST_P(RocksTest, ReopenKeepsData) {
     auto store = OpenRocks(dir.path(), GetParam());
     ASSERT_NE(store, nullptr);
     auto g = store->NewWriteGroup();
-    for (Table t : kAllTables) g->Put(t, "k", StrCat("persisted-", TableName(t)));
-    for (uint64_t i = 1; i <= 1000; ++i) g->Put(Table::kOutbox, EncodeSequence(i), StrCat(i));
+    for (Table t : kAllTables) g->Put(t, "k", fmt::format("persisted-{}", TableName(t)));
+    for (uint64_t i = 1; i <= 1000; ++i) g->Put(Table::kOutbox, EncodeSequence(i), fmt::format("{}", i));
     ASSERT_TRUE(store->Commit(*g).ok());
     auto g2 = store->NewWriteGroup();
     g2->Delete(Table::kHolds, "k");
@@ -335,7 +335,7 @@ TEST_P(RocksTest, ReopenKeepsData) {
       if (t == Table::kHolds) {
         EXPECT_EQ(GetOrDie(*store, t, "k"), std::nullopt);
       } else {
-        EXPECT_EQ(GetOrDie(*store, t, "k"), StrCat("persisted-", TableName(t)));
+        EXPECT_EQ(GetOrDie(*store, t, "k"), fmt::format("persisted-{}", TableName(t)));
       }
     }
     // Sequences below 2^16 share six leading zero bytes ("k" does not).
@@ -393,7 +393,7 @@ TEST_P(RocksTest, CleanCloseLeavesNoWalToReplay) {
     auto store = OpenRocks(dir.path(), GetParam());
     ASSERT_NE(store, nullptr);
     auto g = store->NewWriteGroup();
-    for (int i = 0; i < 2000; ++i) g->Put(Table::kHolds, StrCat("hold-", i), value);
+    for (int i = 0; i < 2000; ++i) g->Put(Table::kHolds, fmt::format("hold-{}", i), value);
     ASSERT_TRUE(store->Commit(*g).ok());
     ASSERT_GT(WalBytes(dir.path()), 2000u * 1000u);  // all of it is in the WAL, not yet flushed
   }
@@ -423,7 +423,7 @@ TEST(RocksDeferredCompactionTest, NothingIsCompactedUntilStartCompactions) {
   // 4 MB in 40 groups: with compactions on, level 0 would be compacted every 2 files.
   for (int group = 0; group < 40; ++group) {
     auto g = store.NewWriteGroup();
-    for (int i = 0; i < 100; ++i) g->Put(Table::kOutbox, StrCat("e-", group, "-", i), value);
+    for (int i = 0; i < 100; ++i) g->Put(Table::kOutbox, fmt::format("e-{}-{}", group, i), value);
     ASSERT_TRUE(store.Commit(*g).ok());
   }
   // A compaction replaces table files with new ones; flushes only add files.

@@ -4,7 +4,7 @@
 #include <optional>
 #include <string>
 
-#include "core/strings.h"
+#include "fmt/format.h"
 
 namespace feed::core {
 namespace {
@@ -16,13 +16,12 @@ bool IsIdChar(char c) {
 }
 
 absl::Status Invalid(std::string_view field, std::string_view problem) {
-  return absl::InvalidArgumentError(StrCat(field, ": ", problem));
+  return absl::InvalidArgumentError(fmt::format("{}: {}", field, problem));
 }
 
 absl::Status ValidateText(std::string_view field, std::string_view value, const Limits& l) {
   if (value.size() > l.max_text_length) {
-    return Invalid(field, StrCat("at most ", l.max_text_length, " bytes, got ",
-                                       value.size()));
+    return Invalid(field, fmt::format("at most {} bytes, got {}", l.max_text_length, value.size()));
   }
   for (char c : value) {
     if (static_cast<unsigned char>(c) < 0x20 && c != '\t') {
@@ -38,7 +37,7 @@ std::optional<std::string> IdProblem(std::string_view value, const Limits& limit
                                      bool required) {
   if (value.empty()) return required ? std::optional<std::string>("is required") : std::nullopt;
   if (value.size() > limits.max_id_length) {
-    return StrCat("at most ", limits.max_id_length, " characters, got ", value.size());
+    return fmt::format("at most {} characters, got {}", limits.max_id_length, value.size());
   }
   for (char c : value) {
     if (!IsIdChar(c)) return "may contain only letters, digits and . _ - : / @ + = #";
@@ -48,7 +47,7 @@ std::optional<std::string> IdProblem(std::string_view value, const Limits& limit
 
 std::optional<std::string> QuantityProblem(int64_t q, const Limits& l) {
   if (q < 1 || q > l.max_quantity) {
-    return StrCat("must be between 1 and ", l.max_quantity, ", got ", q);
+    return fmt::format("must be between 1 and {}, got {}", l.max_quantity, q);
   }
   return std::nullopt;
 }
@@ -63,13 +62,12 @@ absl::Status ValidateLines(std::string_view field,
                            const CoreOptions& o, bool allow_empty) {
   if (lines->empty() && !allow_empty) return Invalid(field, "at least one line is required");
   if (static_cast<size_t>(lines->size()) > o.limits.max_lines_per_request) {
-    return Invalid(field, StrCat("at most ", o.limits.max_lines_per_request,
-                                       " lines per request, got ", lines->size()));
+    return Invalid(field, fmt::format("at most {} lines per request, got {}", o.limits.max_lines_per_request, lines->size()));
   }
   for (int i = 0; i < lines->size(); ++i) {
     LineT& line = *lines->Mutable(i);
     if (line.location().empty()) line.set_location(o.default_location);
-    auto line_field = [&](std::string_view leaf) { return StrCat(field, "[", i, "].", leaf); };
+    auto line_field = [&](std::string_view leaf) { return fmt::format("{}[{}].{}", field, i, leaf); };
     if (auto p = IdProblem(line.sku(), o.limits, true)) return Invalid(line_field("sku"), *p);
     if (auto p = IdProblem(line.location(), o.limits, true)) {
       return Invalid(line_field("location"), *p);
@@ -84,8 +82,7 @@ absl::Status ValidateLines(std::string_view field,
 absl::Status ValidateTtl(std::string_view field, int64_t ttl_ms, const Limits& l) {
   if (ttl_ms == 0) return absl::OkStatus();
   if (ttl_ms < l.min_hold_ttl_ms || ttl_ms > l.max_hold_ttl_ms) {
-    return Invalid(field, StrCat("must be 0 (server default) or between ", l.min_hold_ttl_ms,
-                                       " and ", l.max_hold_ttl_ms, ", got ", ttl_ms));
+    return Invalid(field, fmt::format("must be 0 (server default) or between {} and {}, got {}", l.min_hold_ttl_ms, l.max_hold_ttl_ms, ttl_ms));
   }
   return absl::OkStatus();
 }
@@ -108,14 +105,12 @@ absl::Status ValidateAdjust(inventory::v1::AdjustStockRequest& r, const CoreOpti
         return Invalid("quantity", "a DELTA adjustment must not be 0");
       }
       if (r.quantity() > o.limits.max_quantity || r.quantity() < -o.limits.max_quantity) {
-        return Invalid("quantity", StrCat("|quantity| must be at most ",
-                                                o.limits.max_quantity, ", got ", r.quantity()));
+        return Invalid("quantity", fmt::format("|quantity| must be at most {}, got {}", o.limits.max_quantity, r.quantity()));
       }
       break;
     case inventory::v1::ADJUST_MODE_SET:
       if (r.quantity() < 0 || r.quantity() > o.limits.max_quantity) {
-        return Invalid("quantity", StrCat("a SET adjustment must be between 0 and ",
-                                                o.limits.max_quantity, ", got ", r.quantity()));
+        return Invalid("quantity", fmt::format("a SET adjustment must be between 0 and {}, got {}", o.limits.max_quantity, r.quantity()));
       }
       break;
     default:
@@ -132,8 +127,7 @@ absl::Status ValidateReserve(inventory::v1::ReserveRequest& r, const CoreOptions
     return s;
   }
   if (r.reservation_id().starts_with(kGeneratedReservationPrefix)) {
-    return Invalid("reservation_id", StrCat("the prefix '", kGeneratedReservationPrefix,
-                                            "' is reserved for ids the server generates"));
+    return Invalid("reservation_id", fmt::format("the prefix '{}' is reserved for ids the server generates", kGeneratedReservationPrefix));
   }
   if (auto s = ValidateId("order_id", r.order_id(), o.limits, false); !s.ok()) return s;
   return ValidateKey(r.idempotency_key(), o.limits);
@@ -155,15 +149,14 @@ absl::Status ValidateStockKeys(
     const google::protobuf::RepeatedPtrField<inventory::v1::StockKey>& keys,
     const CoreOptions& o) {
   if (static_cast<size_t>(keys.size()) > o.limits.max_keys_per_read) {
-    return Invalid(field, StrCat("at most ", o.limits.max_keys_per_read, " keys, got ",
-                                       keys.size()));
+    return Invalid(field, fmt::format("at most {} keys, got {}", o.limits.max_keys_per_read, keys.size()));
   }
   for (int i = 0; i < keys.size(); ++i) {
-    std::string prefix = StrCat(field, "[", i, "]");
-    if (auto s = ValidateId(StrCat(prefix, ".sku"), keys[i].sku(), o.limits); !s.ok()) {
+    std::string prefix = fmt::format("{}[{}]", field, i);
+    if (auto s = ValidateId(fmt::format("{}.sku", prefix), keys[i].sku(), o.limits); !s.ok()) {
       return s;
     }
-    if (auto s = ValidateId(StrCat(prefix, ".location"), keys[i].location(), o.limits,
+    if (auto s = ValidateId(fmt::format("{}.location", prefix), keys[i].location(), o.limits,
                             false);
         !s.ok()) {
       return s;
@@ -183,12 +176,10 @@ absl::Status ValidateCreateOrder(order::v1::CreateOrderRequest& r, const CoreOpt
     return Invalid("item_ids", "at least one item (item_ids or lines) is required");
   }
   if (static_cast<size_t>(r.item_ids_size() + r.lines_size()) > o.limits.max_lines_per_request) {
-    return Invalid("item_ids", StrCat("at most ", o.limits.max_lines_per_request,
-                                            " items and lines per order, got ",
-                                            r.item_ids_size() + r.lines_size()));
+    return Invalid("item_ids", fmt::format("at most {} items and lines per order, got {}", o.limits.max_lines_per_request, r.item_ids_size() + r.lines_size()));
   }
   for (int i = 0; i < r.item_ids_size(); ++i) {
-    if (auto s = ValidateId(StrCat("item_ids[", i, "]"), r.item_ids(i), o.limits);
+    if (auto s = ValidateId(fmt::format("item_ids[{}]", i), r.item_ids(i), o.limits);
         !s.ok()) {
       return s;
     }

@@ -3,7 +3,7 @@
 #include <iostream>
 
 #include "CLI/CLI.hpp"
-#include "core/strings.h"
+#include "fmt/format.h"
 
 namespace feed::server {
 
@@ -206,14 +206,13 @@ absl::StatusOr<ParseResult> ParseServerConfig(int argc, char** argv) {
     auto eq = kv.find('=');
     if (eq == std::string::npos || eq == 0) {
       return absl::InvalidArgumentError(
-          StrCat("--kafka-property: expected key=value, got '", kv, "'"));
+          fmt::format("--kafka-property: expected key=value, got '{}'", kv));
     }
     k.properties[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
   if (l.max_hold_ttl_ms < o.default_hold_ttl_ms) {
     return absl::InvalidArgumentError(
-        StrCat("--hold-ttl-ms (", o.default_hold_ttl_ms, ") must not exceed --max-hold-ttl-ms (",
-               l.max_hold_ttl_ms, ")"));
+        fmt::format("--hold-ttl-ms ({}) must not exceed --max-hold-ttl-ms ({})", o.default_hold_ttl_ms, l.max_hold_ttl_ms));
   }
   if (c.listen.empty()) return absl::InvalidArgumentError("--listen: must not be empty");
   if (c.data_dir.empty()) return absl::InvalidArgumentError("--data-dir: must not be empty");

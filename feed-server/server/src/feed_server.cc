@@ -8,7 +8,7 @@
 
 #include "bridge/relay.h"
 #include "core/history.h"
-#include "core/strings.h"
+#include "fmt/format.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -51,7 +51,7 @@ class FeedServer::Impl {
   ServerConfig config_;
   Metrics metrics_;
   StreamRegistry streams_;
-  LogRateLimiter bad_request_log_{std::chrono::seconds(1)};
+  LogRateLimit bad_request_log_{std::chrono::seconds(1)};
   core::SystemClock clock_;
   std::unique_ptr<storage::Store> store_;
   std::unique_ptr<core::InventoryCore> core_;
@@ -163,11 +163,10 @@ absl::Status FeedServer::Impl::Start() {
                              static_cast<int>(config_.handshake_timeout_ms));
   server_ = builder.BuildAndStart();
   if (!server_ || port == 0) {
-    return absl::UnavailableError(StrCat("cannot listen on ", config_.listen,
-                                         " (address in use or invalid)"));
+    return absl::UnavailableError(fmt::format("cannot listen on {} (address in use or invalid)", config_.listen));
   }
   auto colon = config_.listen.rfind(':');
-  address_ = StrCat(config_.listen.substr(0, colon), ":", port);
+  address_ = fmt::format("{}:{}", config_.listen.substr(0, colon), port);
 
   auto* health = server_->GetHealthCheckService();
   health->SetServingStatus(true);
@@ -181,7 +180,7 @@ absl::Status FeedServer::Impl::Start() {
       exposer_->RegisterCollectable(metrics_.registry());
     } catch (const std::exception& e) {
       return absl::UnavailableError(
-          StrCat("cannot serve metrics on ", config_.metrics_listen, ": ", e.what()));
+          fmt::format("cannot serve metrics on {}: {}", config_.metrics_listen, e.what()));
     }
   }
   auto& gauge = prometheus::BuildGauge().Name("feed_state").Help("Core and relay state").Register(

@@ -133,18 +133,6 @@ void Metrics::UnparseableRequest(std::string_view method) {
   counter->Increment();
 }
 
-bool LogRateLimiter::Allow(uint64_t* suppressed) {
-  std::lock_guard lock(mu_);
-  auto now = std::chrono::steady_clock::now();
-  if (last_ != std::chrono::steady_clock::time_point{} && now - last_ < interval_) {
-    ++suppressed_;
-    return false;
-  }
-  last_ = now;
-  *suppressed = suppressed_;
-  suppressed_ = 0;
-  return true;
-}
 
 void Metrics::RecordCall(std::string_view method, absl::StatusCode code, double seconds) {
   CallMetrics m;

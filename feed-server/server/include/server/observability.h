@@ -64,21 +64,6 @@ class Metrics {
   std::map<std::string, prometheus::Counter*, std::less<>> unparseable_by_method_;
 };
 
-// At most one line per interval, so that a client that floods the server with bad input
-// cannot flood the log too; the lines left out are counted in the next one.
-class LogRateLimiter {
- public:
-  explicit LogRateLimiter(std::chrono::milliseconds interval) : interval_(interval) {}
-  // True when a line may be written now; *suppressed is how many were left out before it.
-  bool Allow(uint64_t* suppressed);
-
- private:
-  const std::chrono::milliseconds interval_;
-  std::mutex mu_;
-  std::chrono::steady_clock::time_point last_{};
-  uint64_t suppressed_ = 0;
-};
-
 // Times one RPC; Finish logs one structured line and records the metrics.
 class CallRecord {
  public:

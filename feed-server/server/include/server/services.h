@@ -13,6 +13,7 @@
 #include "inventory/v1/inventory.grpc.pb.h"
 #include "order/v1/order.grpc.pb.h"
 #include "server/config.h"
+#include "common/log_rate_limit.h"
 #include "server/observability.h"
 
 namespace feed::server {
@@ -48,7 +49,7 @@ struct ServiceContext {
   const ServerConfig* config;
   StreamRegistry* streams;
   // Lines about requests that could not be parsed.
-  LogRateLimiter* bad_request_log;
+  LogRateLimit* bad_request_log;
 };
 
 // Answers a request that could not be parsed: counted, logged (rate-limited), and returned
