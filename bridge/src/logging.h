@@ -1,15 +1,11 @@
-// The bridge module's spdlog logger ("bridge").
+// The bridge module's logger ("bridge"). Looked up per line (lines are rare), so that it
+// follows a logging setup made after the relay started.
 #pragma once
 
-#include <memory>
-
-#include "spdlog/spdlog.h"
+#include "common/module_logger.h"
 
 namespace feed::bridge::internal {
 
-// Returns the logger registered as "bridge"; when none is registered, registers a clone of the
-// default logger (same sinks and format) under that name. An application that wants its own
-// format for the bridge registers a "bridge" logger before creating the relay. Thread-safe.
-std::shared_ptr<spdlog::logger> BridgeLogger();
+inline std::shared_ptr<spdlog::logger> BridgeLogger() { return ModuleLogger("bridge"); }
 
 }  // namespace feed::bridge::internal

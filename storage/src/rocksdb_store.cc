@@ -13,7 +13,7 @@
 #include "rocksdb/write_buffer_manager.h"
 #include "power_loss_fs.h"
 #include "rocksdb/env.h"
-#include "spdlog/spdlog.h"
+#include "logging.h"
 
 namespace feed::storage {
 namespace {
@@ -140,16 +140,16 @@ class RocksDbStore : public Store {
     if (!db_) return;
     // Make the WAL durable even in async mode, then close cleanly.
     rocksdb::Status s = db_->FlushWAL(/*sync=*/true);
-    if (!s.ok()) spdlog::error("storage: FlushWAL at close failed: {}", s.ToString());
+    if (!s.ok()) Log()->error("FlushWAL at close failed: {}", s.ToString());
     // Write the memtables out too, so the next start has no WAL to replay (up to ~1 s with a
     // full write buffer, bench/RESULTS.md, startup); the WAL above already holds it all.
     rocksdb::FlushOptions flush;
     flush.allow_write_stall = true;
     s = db_->Flush(flush, cfs_);
-    if (!s.ok()) spdlog::warn("storage: flush at close failed: {}", s.ToString());
+    if (!s.ok()) Log()->warn("flush at close failed: {}", s.ToString());
     for (auto* cf : cfs_) db_->DestroyColumnFamilyHandle(cf);
     s = db_->Close();
-    if (!s.ok()) spdlog::error("storage: close failed: {}", s.ToString());
+    if (!s.ok()) Log()->error("close failed: {}", s.ToString());
   }
 
   absl::Status Open() {
@@ -249,7 +249,7 @@ class RocksDbStore : public Store {
   void StartCompactions() override {
     if (!options_.defer_compactions || compactions_started_.exchange(true)) return;
     rocksdb::Status s = db_->EnableAutoCompaction(cfs_);
-    if (!s.ok()) spdlog::error("storage: turning on compactions failed: {}", s.ToString());
+    if (!s.ok()) Log()->error("turning on compactions failed: {}", s.ToString());
   }
 
   absl::Status CompactAll() override {

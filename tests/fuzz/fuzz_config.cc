@@ -40,7 +40,7 @@ std::string g_missing_path;  // never created
 
 void CheckConfig(const server::ServerConfig& c) {
   FUZZ_CHECK(!c.listen.empty(), "empty --listen accepted");
-  FUZZ_CHECK(!c.data_dir.empty(), "empty --data-dir accepted");
+  FUZZ_CHECK(!c.storage.path.empty(), "empty --data-dir accepted");
   FUZZ_CHECK(c.core.default_hold_ttl_ms <= c.core.limits.max_hold_ttl_ms,
              fmt::format("hold ttl {} > max {}", c.core.default_hold_ttl_ms, c.core.limits.max_hold_ttl_ms));
   FUZZ_CHECK(c.core.default_hold_ttl_ms >= 1000, fmt::format("{}", c.core.default_hold_ttl_ms));
@@ -54,10 +54,10 @@ void CheckConfig(const server::ServerConfig& c) {
   FUZZ_CHECK(c.handshake_timeout_ms >= 100 && c.handshake_timeout_ms <= 600000,
              fmt::format("{}", c.handshake_timeout_ms));
   FUZZ_CHECK(c.kafka.partitions >= 1, fmt::format("{}", c.kafka.partitions));
-  FUZZ_CHECK(c.kafka.value_format == "protobuf" || c.kafka.value_format == "json",
-             c.kafka.value_format);
+  FUZZ_CHECK(c.storage.memtable_budget_bytes >= size_t{8} << 20,
+             fmt::format("{}", c.storage.memtable_budget_bytes));
   FUZZ_CHECK(c.log_format == "text" || c.log_format == "json", c.log_format);
-  for (const auto& [k, v] : c.kafka.properties) FUZZ_CHECK(!k.empty(), "empty kafka property key");
+  for (const auto& [k, v] : c.kafka.kafka_properties) FUZZ_CHECK(!k.empty(), "empty kafka property key");
 }
 
 }  // namespace

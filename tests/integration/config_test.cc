@@ -23,14 +23,15 @@ TEST(ConfigTest, DefaultsAreTheDocumentedOnes) {
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_TRUE(r->config);
   EXPECT_EQ(r->config->listen, "127.0.0.1:50051");
-  EXPECT_EQ(r->config->data_dir, "./data");
-  EXPECT_EQ(r->config->durability, storage::Durability::kSync);
+  EXPECT_EQ(r->config->storage.path, "./data");
+  EXPECT_EQ(r->config->storage.durability, storage::Durability::kSync);
   EXPECT_EQ(r->config->core.limits.max_lines_per_request, 100u);
   EXPECT_EQ(r->config->max_receive_message_bytes, 1 << 20);
   EXPECT_TRUE(r->config->kafka.brokers.empty());
-  EXPECT_EQ(r->config->rocksdb_memtable_mb, 32);
+  EXPECT_EQ(r->config->storage.memtable_budget_bytes, size_t{32} << 20);
   EXPECT_EQ(r->config->core.history_retention_ms, 30LL * 24 * 3600 * 1000);
-  EXPECT_EQ(r->config->rocksdb_block_cache_mb, 64);
+  EXPECT_EQ(r->config->storage.block_cache_bytes, size_t{64} << 20);
+  EXPECT_FALSE(r->config->kafka.json_values);
   EXPECT_EQ(r->config->stream_conflate_after, 1024);
   EXPECT_EQ(r->config->stream_conflate_after_ms, 20);
   EXPECT_EQ(r->config->stream_max_queued_levels, 10000);
@@ -43,17 +44,19 @@ TEST(ConfigTest, FlagsEnvironmentAndFile) {
   close(fd);
   std::ofstream(path) << "durability = \"async\"\nmax-quantity = 500\n";
   auto r = Parse({"--config", path, "--listen", "127.0.0.1:7000", "--kafka-property",
-                  "security.protocol=SSL", "--kafka-property", "linger.ms=1"});
+                  "security.protocol=SSL", "--kafka-property", "linger.ms=1",
+                  "--kafka-value-format", "json"});
   unsetenv("FEED_MAX_LINES");
   std::remove(path);
   ASSERT_TRUE(r.ok()) << r.status();
   const auto& c = *r->config;
   EXPECT_EQ(c.listen, "127.0.0.1:7000");
-  EXPECT_EQ(c.durability, storage::Durability::kAsync);
+  EXPECT_EQ(c.storage.durability, storage::Durability::kAsync);
   EXPECT_EQ(c.core.limits.max_quantity, 500);
   EXPECT_EQ(c.core.limits.max_lines_per_request, 7u);
-  EXPECT_EQ(c.kafka.properties.at("security.protocol"), "SSL");
-  EXPECT_EQ(c.kafka.properties.at("linger.ms"), "1");
+  EXPECT_EQ(c.kafka.kafka_properties.at("security.protocol"), "SSL");
+  EXPECT_EQ(c.kafka.kafka_properties.at("linger.ms"), "1");
+  EXPECT_TRUE(c.kafka.json_values);
 }
 
 TEST(ConfigTest, InvalidValuesStopTheStartWithOneClearLine) {
@@ -82,8 +85,8 @@ TEST(ConfigTest, InvalidValuesStopTheStartWithOneClearLine) {
   EXPECT_THAT(tiny_memtables.status().message(), HasSubstr("--rocksdb-memtable-mb"));
   auto rocksdb_memory = Parse({"--rocksdb-memtable-mb", "256", "--rocksdb-block-cache-mb", "32"});
   ASSERT_TRUE(rocksdb_memory.ok()) << rocksdb_memory.status();
-  EXPECT_EQ(rocksdb_memory->config->rocksdb_memtable_mb, 256);
-  EXPECT_EQ(rocksdb_memory->config->rocksdb_block_cache_mb, 32);
+  EXPECT_EQ(rocksdb_memory->config->storage.memtable_budget_bytes, size_t{256} << 20);
+  EXPECT_EQ(rocksdb_memory->config->storage.block_cache_bytes, size_t{32} << 20);
   auto unknown = Parse({"--no-such-flag"});
   ASSERT_FALSE(unknown.ok());
   for (const auto& s : {bad_mode.status(), zero.status(), property.status(), unknown.status()}) {

@@ -25,8 +25,8 @@ class GrpcTest : public ::testing::Test {
     dir_ = mkdtemp(tmpl);
     config_.listen = "127.0.0.1:0";
     config_.metrics_listen = "";
-    config_.data_dir = dir_ + "/data";
-    config_.durability = storage::Durability::kAsync;
+    config_.storage.path = dir_ + "/data";
+    config_.storage.durability = storage::Durability::kAsync;
     config_.log_rpcs = false;
     config_.shutdown_grace_ms = 2000;
     Customize(config_);

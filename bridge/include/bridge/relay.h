@@ -67,7 +67,7 @@ class Relay {
   virtual void Start() = 0;
   // Flushes what is in flight within options.shutdown_flush_ms; the rest stays in the outbox.
   virtual void Shutdown() = 0;
-  // New events were committed (called from the writer thread: must not block).
+  // New events were committed (called from the core's feed-publisher thread: must not block).
   virtual void Notify() = 0;
   virtual RelayStats stats() const = 0;
   virtual bool kafka_reachable() const = 0;

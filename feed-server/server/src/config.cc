@@ -16,11 +16,14 @@ absl::StatusOr<ParseResult> ParseServerConfig(int argc, char** argv) {
 
   auto env = [](CLI::Option* o, const char* name) { return o->envname(name); };
   std::string durability = "sync";
+  auto& st = c.storage;
+  int64_t memtable_mb = static_cast<int64_t>(st.memtable_budget_bytes >> 20);
+  int64_t block_cache_mb = static_cast<int64_t>(st.block_cache_bytes >> 20);
   env(app.add_option("--listen", c.listen, "gRPC address"), "FEED_LISTEN");
   env(app.add_option("--metrics-listen", c.metrics_listen,
                      "Prometheus /metrics address (empty disables)"),
       "FEED_METRICS_LISTEN");
-  env(app.add_option("--data-dir", c.data_dir, "RocksDB directory"), "FEED_DATA_DIR");
+  env(app.add_option("--data-dir", st.path, "RocksDB directory"), "FEED_DATA_DIR");
   env(app.add_option("--durability", durability,
                      "sync: fsync the WAL before any reply; async: no fsync (survives a "
                      "process crash, not a power loss)")
@@ -149,17 +152,18 @@ absl::StatusOr<ParseResult> ParseServerConfig(int argc, char** argv) {
           ->check(CLI::Range(int64_t{0}, int64_t{1} << 20)),
       "FEED_MAX_FREE_HEAP_MB");
 
-  env(app.add_option("--rocksdb-memtable-mb", c.rocksdb_memtable_mb,
+  env(app.add_option("--rocksdb-memtable-mb", memtable_mb,
                      "RocksDB memtables of all tables together (unflushed writes)")
           ->check(CLI::Range(int64_t{8}, int64_t{1} << 16)),
       "FEED_ROCKSDB_MEMTABLE_MB");
-  env(app.add_option("--rocksdb-block-cache-mb", c.rocksdb_block_cache_mb,
+  env(app.add_option("--rocksdb-block-cache-mb", block_cache_mb,
                      "RocksDB block cache for reads")
           ->check(CLI::Range(int64_t{8}, int64_t{1} << 20)),
       "FEED_ROCKSDB_BLOCK_CACHE_MB");
 
   auto& k = c.kafka;
   std::vector<std::string> kafka_properties;
+  std::string value_format = k.json_values ? "json" : "protobuf";
   env(app.add_option("--kafka-brokers", k.brokers,
                      "bootstrap servers; empty keeps events in the outbox"),
       "FEED_KAFKA_BROKERS");
@@ -180,7 +184,7 @@ absl::StatusOr<ParseResult> ParseServerConfig(int argc, char** argv) {
   env(app.add_option("--kafka-create-topics", k.create_topics,
                      "create missing topics at start through the admin API"),
       "FEED_KAFKA_CREATE_TOPICS");
-  env(app.add_option("--kafka-value-format", k.value_format, "protobuf or json")
+  env(app.add_option("--kafka-value-format", value_format, "protobuf or json")
           ->check(CLI::IsMember({"protobuf", "json"})),
       "FEED_KAFKA_VALUE_FORMAT");
   env(app.add_option("--kafka-ce-source", k.ce_source, "CloudEvents source attribute"),
@@ -201,21 +205,24 @@ absl::StatusOr<ParseResult> ParseServerConfig(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return absl::InvalidArgumentError(e.what());
   }
-  c.durability = durability == "sync" ? storage::Durability::kSync : storage::Durability::kAsync;
+  st.durability = durability == "sync" ? storage::Durability::kSync : storage::Durability::kAsync;
+  st.memtable_budget_bytes = static_cast<size_t>(memtable_mb) << 20;
+  st.block_cache_bytes = static_cast<size_t>(block_cache_mb) << 20;
+  k.json_values = value_format == "json";
   for (const auto& kv : kafka_properties) {
     auto eq = kv.find('=');
     if (eq == std::string::npos || eq == 0) {
       return absl::InvalidArgumentError(
           fmt::format("--kafka-property: expected key=value, got '{}'", kv));
     }
-    k.properties[kv.substr(0, eq)] = kv.substr(eq + 1);
+    k.kafka_properties[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
   if (l.max_hold_ttl_ms < o.default_hold_ttl_ms) {
     return absl::InvalidArgumentError(
         fmt::format("--hold-ttl-ms ({}) must not exceed --max-hold-ttl-ms ({})", o.default_hold_ttl_ms, l.max_hold_ttl_ms));
   }
   if (c.listen.empty()) return absl::InvalidArgumentError("--listen: must not be empty");
-  if (c.data_dir.empty()) return absl::InvalidArgumentError("--data-dir: must not be empty");
+  if (st.path.empty()) return absl::InvalidArgumentError("--data-dir: must not be empty");
   return ParseResult{std::move(c), 0};
 }
 

@@ -5,8 +5,8 @@
 #include <deque>
 
 #include "core/feed_session.h"
-#include "spdlog/spdlog.h"
 #include "stream_reactor.h"
+#include "logging.h"
 
 namespace feed::server {
 namespace {
@@ -54,7 +54,7 @@ class FeedReactor final
     try {
       DispatchMessage(std::move(request));
     } catch (const std::exception& e) {
-      spdlog::error("Feed: unexpected exception: {}", e.what());
+      ServerLog()->error("Feed: unexpected exception: {}", e.what());
       std::lock_guard relock(mu_);
       reading_ = false;
       FinishLocked(absl::InternalError("internal error"));

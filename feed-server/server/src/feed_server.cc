@@ -16,8 +16,9 @@
 #include "prometheus/exposer.h"
 #include "server/observability.h"
 #include "server/services.h"
-#include "spdlog/spdlog.h"
+#include "state_gauges.h"
 #include "storage/rocksdb_store.h"
+#include "logging.h"
 
 namespace feed::server {
 
@@ -27,7 +28,7 @@ constexpr const char* kBridgeHealthName = "feed.bridge.KafkaRelay";
 
 namespace {
 
-// Wakes the relay when the writer publishes events.
+// Wakes the relay when the core publishes events (on feed-publisher).
 class RelayWaker : public core::ChangeListener {
  public:
   explicit RelayWaker(bridge::Relay* relay) : relay_(relay) {}
@@ -47,10 +48,12 @@ class FeedServer::Impl {
   absl::Status Start();
   void Shutdown();
   void Housekeeping();
+  HeapStats TrimHeap();
 
   ServerConfig config_;
   Metrics metrics_;
   StreamRegistry streams_;
+  std::unique_ptr<AccessLog> access_log_;
   LogRateLimit bad_request_log_{std::chrono::seconds(1)};
   core::SystemClock clock_;
   std::unique_ptr<storage::Store> store_;
@@ -68,37 +71,16 @@ class FeedServer::Impl {
   bool stopping_ = false;
   bool shut_down_ = false;
   std::thread housekeeping_;
-  prometheus::Gauge* queue_depth_ = nullptr;
-  prometheus::Gauge* unpublished_events_ = nullptr;
-  prometheus::Gauge* open_holds_ = nullptr;
-  prometheus::Gauge* last_sequence_ = nullptr;
-  prometheus::Gauge* outbox_depth_ = nullptr;
-  prometheus::Gauge* outbox_oldest_age_ = nullptr;
-  prometheus::Gauge* kafka_delivered_ = nullptr;
-  prometheus::Gauge* kafka_failed_ = nullptr;
-  prometheus::Gauge* kafka_up_ = nullptr;
-  prometheus::Gauge* kafka_lag_p50_ = nullptr;
-  prometheus::Gauge* kafka_lag_p99_ = nullptr;
-  prometheus::Gauge* rocksdb_memtables_ = nullptr;
-  prometheus::Gauge* rocksdb_block_cache_ = nullptr;
-  prometheus::Gauge* rocksdb_table_readers_ = nullptr;
-  prometheus::Gauge* heap_allocated_ = nullptr;
-  prometheus::Gauge* heap_free_ = nullptr;
-  prometheus::Gauge* heap_cached_ = nullptr;
-  prometheus::Counter* heap_releases_ = nullptr;
+  std::unique_ptr<StateGauges> gauges_;
 };
 
 absl::Status FeedServer::Impl::Start() {
-  storage::RocksDbOptions so;
-  so.path = config_.data_dir;
-  so.durability = config_.durability;
+  storage::RocksDbOptions so = config_.storage;
   so.idempotency_retention_ms = config_.core.idempotency_retention_ms;
   so.history_expired = [retention_ms = config_.core.history_retention_ms](
                            storage::Table table, std::string_view value, int64_t now_ms) {
     return core::HistoryExpired(table, value, now_ms, retention_ms);
   };
-  so.memtable_budget_bytes = static_cast<size_t>(config_.rocksdb_memtable_mb) << 20;
-  so.block_cache_bytes = static_cast<size_t>(config_.rocksdb_block_cache_mb) << 20;
   so.defer_compactions = true;  // InventoryCore::Open starts them once recovered
   auto store = storage::OpenRocksDbStore(so);
   if (!store.ok()) return store.status();
@@ -113,20 +95,7 @@ absl::Status FeedServer::Impl::Start() {
   core_ = std::move(*core);
 
   if (!config_.kafka.brokers.empty()) {
-    bridge::RelayOptions ro;
-    const auto& k = config_.kafka;
-    ro.brokers = k.brokers;
-    ro.stock_topic = k.stock_topic;
-    ro.order_status_topic = k.order_status_topic;
-    ro.receipt_topic = k.receipt_topic;
-    ro.partitions = k.partitions;
-    ro.replication_factor = k.replication_factor;
-    ro.create_topics = k.create_topics;
-    ro.json_values = k.value_format == "json";
-    ro.ce_source = k.ce_source;
-    ro.kafka_properties = k.properties;
-    ro.shutdown_flush_ms = k.shutdown_flush_ms;
-    auto relay = bridge::Relay::Create(*store_, ro);
+    auto relay = bridge::Relay::Create(*store_, config_.kafka);
     if (!relay.ok()) return relay.status();
     relay_ = std::move(*relay);
     waker_ = std::make_unique<RelayWaker>(relay_.get());
@@ -134,7 +103,9 @@ absl::Status FeedServer::Impl::Start() {
     relay_->Start();
   }
 
-  ServiceContext sc{core_.get(), &metrics_, &config_, &streams_, &bad_request_log_};
+  if (config_.log_rpcs) access_log_ = std::make_unique<AccessLog>(config_.log_format == "json");
+  ServiceContext sc{core_.get(), &metrics_, &config_, &streams_, access_log_.get(),
+                    &bad_request_log_};
   inventory_service_ = std::make_unique<InventoryServiceImpl>(sc);
   order_service_ = std::make_unique<OrderServiceImpl>(sc);
 
@@ -183,30 +154,7 @@ absl::Status FeedServer::Impl::Start() {
           fmt::format("cannot serve metrics on {}: {}", config_.metrics_listen, e.what()));
     }
   }
-  auto& gauge = prometheus::BuildGauge().Name("feed_state").Help("Core and relay state").Register(
-      *metrics_.registry());
-  queue_depth_ = &gauge.Add({{"what", "writer_queue_depth"}});
-  unpublished_events_ = &gauge.Add({{"what", "unpublished_events"}});
-  open_holds_ = &gauge.Add({{"what", "open_holds"}});
-  last_sequence_ = &gauge.Add({{"what", "last_sequence"}});
-  outbox_depth_ = &gauge.Add({{"what", "outbox_depth"}});
-  outbox_oldest_age_ = &gauge.Add({{"what", "outbox_oldest_age_seconds"}});
-  kafka_delivered_ = &gauge.Add({{"what", "kafka_delivered"}});
-  kafka_failed_ = &gauge.Add({{"what", "kafka_failed"}});
-  kafka_up_ = &gauge.Add({{"what", "kafka_reachable"}});
-  kafka_lag_p50_ = &gauge.Add({{"what", "kafka_commit_to_ack_p50_ms"}});
-  kafka_lag_p99_ = &gauge.Add({{"what", "kafka_commit_to_ack_p99_ms"}});
-  rocksdb_memtables_ = &gauge.Add({{"what", "rocksdb_memtables_bytes"}});
-  rocksdb_block_cache_ = &gauge.Add({{"what", "rocksdb_block_cache_bytes"}});
-  rocksdb_table_readers_ = &gauge.Add({{"what", "rocksdb_table_readers_bytes"}});
-  heap_allocated_ = &gauge.Add({{"what", "heap_allocated_bytes"}});
-  heap_free_ = &gauge.Add({{"what", "heap_free_bytes"}});
-  heap_cached_ = &gauge.Add({{"what", "heap_cached_bytes"}});
-  heap_releases_ = &prometheus::BuildCounter()
-                        .Name("feed_heap_releases_total")
-                        .Help("times free heap pages went back to the OS (--max-free-heap-mb)")
-                        .Register(*metrics_.registry())
-                        .Add({});
+  gauges_ = std::make_unique<StateGauges>(*metrics_.registry());
   if (config_.max_free_heap_mb > 0) {
     LimitThreadCaches(static_cast<size_t>(config_.max_free_heap_mb) << 20);
   }
@@ -214,47 +162,37 @@ absl::Status FeedServer::Impl::Start() {
     pthread_setname_np(pthread_self(), "feed-housekeep");
     Housekeeping();
   });
-  spdlog::info("feed-server: listening on {} (durability {}, data {}){}{}", address_,
-               config_.durability == storage::Durability::kSync ? "sync" : "async",
-               config_.data_dir,
+  ServerLog()->info("listening on {} (durability {}, data {}){}{}", address_,
+               config_.storage.durability == storage::Durability::kSync ? "sync" : "async",
+               config_.storage.path,
                config_.metrics_listen.empty() ? "" : ", metrics on http://" + config_.metrics_listen + "/metrics",
                relay_ ? ", relaying to Kafka at " + config_.kafka.brokers : ", Kafka relay off");
   return absl::OkStatus();
 }
 
-// Once a second: gauges and the bridge's health status.
+// Gives the allocator's free pages back to the OS above --max-free-heap-mb.
+HeapStats FeedServer::Impl::TrimHeap() {
+  HeapStats heap = ReadHeapStats();
+  if (config_.max_free_heap_mb > 0 &&
+      heap.free_bytes > static_cast<size_t>(config_.max_free_heap_mb) << 20) {
+    ReleaseFreeHeap();
+    gauges_->CountHeapRelease();
+    heap = ReadHeapStats();
+  }
+  return heap;
+}
+
+// Once a second: gauges, heap trimming and the bridge's health status.
 void FeedServer::Impl::Housekeeping() {
   std::unique_lock lock(mu_);
   while (!stopping_) {
     lock.unlock();
-    auto s = core_->stats();
-    queue_depth_->Set(static_cast<double>(s.queue_depth));
-    unpublished_events_->Set(static_cast<double>(s.unpublished_events));
-    open_holds_->Set(static_cast<double>(s.held_reservations));
-    last_sequence_->Set(static_cast<double>(s.last_sequence));
-    auto mem = store_->memory_usage();
-    rocksdb_memtables_->Set(static_cast<double>(mem.memtables_bytes));
-    rocksdb_block_cache_->Set(static_cast<double>(mem.block_cache_bytes));
-    rocksdb_table_readers_->Set(static_cast<double>(mem.table_readers_bytes));
-    HeapStats heap = ReadHeapStats();
-    if (config_.max_free_heap_mb > 0 &&
-        heap.free_bytes > static_cast<size_t>(config_.max_free_heap_mb) << 20) {
-      ReleaseFreeHeap();
-      heap_releases_->Increment();
-      heap = ReadHeapStats();
-    }
-    heap_allocated_->Set(static_cast<double>(heap.allocated_bytes));
-    heap_free_->Set(static_cast<double>(heap.free_bytes));
-    heap_cached_->Set(static_cast<double>(heap.cached_bytes));
+    gauges_->Set(core_->stats());
+    gauges_->Set(store_->memory_usage());
+    gauges_->Set(TrimHeap());
     if (relay_) {
       auto r = relay_->stats();
-      outbox_depth_->Set(static_cast<double>(r.outbox_depth));
-      outbox_oldest_age_->Set(static_cast<double>(r.oldest_undelivered_age_ms) / 1000.0);
-      kafka_delivered_->Set(static_cast<double>(r.delivered));
-      kafka_failed_->Set(static_cast<double>(r.failed));
-      kafka_up_->Set(r.kafka_reachable ? 1 : 0);
-      kafka_lag_p50_->Set(r.lag_p50_ms);
-      kafka_lag_p99_->Set(r.lag_p99_ms);
+      gauges_->Set(r);
       server_->GetHealthCheckService()->SetServingStatus(kBridgeHealthName, r.kafka_reachable);
     }
     lock.lock();
@@ -271,7 +209,7 @@ void FeedServer::Impl::Shutdown() {
   }
   cv_.notify_all();
   if (housekeeping_.joinable()) housekeeping_.join();
-  spdlog::info("feed-server: shutting down (grace {} ms)", config_.shutdown_grace_ms);
+  ServerLog()->info("shutting down (grace {} ms)", config_.shutdown_grace_ms);
   if (server_) {
     // NOT_SERVING for every service (SetServingStatus would be undone by Shutdown anyway).
     server_->GetHealthCheckService()->Shutdown();
@@ -290,7 +228,7 @@ void FeedServer::Impl::Shutdown() {
   relay_.reset();
   core_.reset();
   store_.reset();  // syncs the WAL and closes RocksDB
-  spdlog::info("feed-server: stopped");
+  ServerLog()->info("stopped");
 }
 
 FeedServer::FeedServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

@@ -1,5 +1,7 @@
 #include "server/observability.h"
 
+#include "common/module_logger.h"
+
 #include "nlohmann/json.hpp"
 #include "spdlog/async.h"
 #include "spdlog/pattern_formatter.h"
@@ -22,14 +24,11 @@ class JsonMessageFlag : public spdlog::custom_flag_formatter {
   }
 };
 
-bool g_json_logs = false;
-
 }  // namespace
 
 void SetupLogging(const std::string& format, const std::string& level) {
   // Asynchronous loggers keep stdout writes off the request path; when the queue is full the
   // oldest lines are dropped rather than blocking a request.
-  g_json_logs = format == "json";
   spdlog::init_thread_pool(65536, 1);
   auto sink = std::make_shared<spdlog::sinks::stdout_sink_mt>();
   auto make = [&](const std::string& name) {
@@ -178,31 +177,33 @@ void Metrics::ObserveBatch(size_t commands, size_t events, double commit_seconds
   events_->Increment(static_cast<double>(events));
 }
 
+AccessLog::AccessLog(bool json) : logger_(ModuleLogger("rpc")), json_(json) {}
+
+void AccessLog::Write(std::string_view method, std::string_view peer, double seconds,
+                      const absl::Status& status) const {
+  auto duration_us = static_cast<int64_t>(seconds * 1e6);
+  if (json_) {
+    nlohmann::json fields = {{"method", method},
+                             {"peer", peer},
+                             {"duration_us", duration_us},
+                             {"code", absl::StatusCodeToString(status.code())}};
+    if (!status.ok()) fields["message"] = std::string(status.message());
+    std::string line = fields.dump();
+    logger_->info("{}", std::string_view(line).substr(1, line.size() - 2));
+  } else if (status.ok()) {
+    logger_->info("method={} peer={} duration_us={} code=OK", method, peer, duration_us);
+  } else {
+    logger_->info("method={} peer={} duration_us={} code={} message=\"{}\"", method, peer,
+                  duration_us, absl::StatusCodeToString(status.code()),
+                  std::string_view(status.message().data(), status.message().size()));
+  }
+}
+
 void CallRecord::Finish(const absl::Status& status) {
   double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   if (metrics_) metrics_->RecordCall(method_, status.code(), seconds);
-  if (!log_) return;
-  static auto rpc_logger = spdlog::get("rpc");
-  auto logger = rpc_logger ? rpc_logger : spdlog::default_logger();
-  if (g_json_logs) {
-    nlohmann::json fields = {{"method", method_},
-                             {"peer", peer_},
-                             {"duration_us", static_cast<int64_t>(seconds * 1e6)},
-                             {"code", absl::StatusCodeToString(status.code())}};
-    if (!status.ok()) fields["message"] = std::string(status.message());
-    std::string line = fields.dump();
-    logger->info("{}", std::string_view(line).substr(1, line.size() - 2));
-    return;
-  }
-  if (status.ok()) {
-    logger->info("method={} peer={} duration_us={} code=OK", method_, peer_,
-                 static_cast<int64_t>(seconds * 1e6));
-  } else {
-    logger->info("method={} peer={} duration_us={} code={} message=\"{}\"", method_, peer_,
-                 static_cast<int64_t>(seconds * 1e6), absl::StatusCodeToString(status.code()),
-                 std::string_view(status.message().data(), status.message().size()));
-  }
+  if (log_) log_->Write(method_, peer_, seconds, status);
 }
 
 }  // namespace feed::server

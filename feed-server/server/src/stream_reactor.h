@@ -65,7 +65,7 @@ class StreamReactor : public GrpcReactor,
   StreamReactor(const ServiceContext& sc, grpc::CallbackServerContext* ctx, const char* method,
                 const char* kind)
       : sc_(sc),
-        record_(sc.metrics, sc.config->log_rpcs, method, sc.config->log_rpcs ? ctx->peer() : ""),
+        record_(sc.metrics, sc.access_log, method, sc.access_log ? ctx->peer() : ""),
         method_(method),
         kind_(kind) {}
 

@@ -6,8 +6,8 @@
 
 #include "grpc_status.h"
 #include "server/services.h"
-#include "spdlog/spdlog.h"
 #include "wire.h"
+#include "logging.h"
 
 namespace feed::server {
 namespace {
@@ -19,7 +19,7 @@ class UnaryCall {
             grpc::ByteBuffer* response)
       : reactor_(ctx->DefaultReactor()),
         response_(response),
-        record_(sc.metrics, sc.config->log_rpcs, method, sc.config->log_rpcs ? ctx->peer() : "") {}
+        record_(sc.metrics, sc.access_log, method, sc.access_log ? ctx->peer() : "") {}
 
   void Finish(const absl::Status& status) {
     if (finished_.exchange(true)) return;
@@ -70,10 +70,10 @@ grpc::ServerUnaryReactor* Handle(const ServiceContext& sc, grpc::CallbackServerC
       body(call, std::move(request));
     }
   } catch (const std::exception& e) {
-    spdlog::error("{}: unexpected exception: {}", method, e.what());
+    ServerLog()->error("{}: unexpected exception: {}", method, e.what());
     call->Finish(absl::InternalError("internal error"));
   } catch (...) {
-    spdlog::error("{}: unexpected non-standard exception", method);
+    ServerLog()->error("{}: unexpected non-standard exception", method);
     call->Finish(absl::InternalError("internal error"));
   }
   return reactor;
@@ -103,7 +103,7 @@ absl::Status RejectUnparseable(const ServiceContext& sc, std::string_view method
   sc.metrics->UnparseableRequest(method);
   uint64_t suppressed = 0;
   if (sc.bad_request_log->Allow(&suppressed)) {
-    spdlog::warn("{}: {} ({} more such requests since the last line)", method,
+    ServerLog()->warn("{}: {} ({} more such requests since the last line)", method,
                  std::string(parse_error.message()), suppressed);
   }
   return parse_error;

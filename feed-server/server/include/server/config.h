@@ -3,46 +3,31 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "bridge/relay.h"
 #include "core/options.h"
-#include "storage/store.h"
+#include "storage/rocksdb_store.h"
 
 namespace feed::server {
-
-struct KafkaConfig {
-  // Empty: the relay is off (events stay in the outbox until it is turned on).
-  std::string brokers;
-  std::string stock_topic = "inventory.stock.v1";
-  std::string order_status_topic = "orders.status.v1";
-  std::string receipt_topic = "orders.receipts.v1";
-  int partitions = 3;
-  int replication_factor = 1;
-  bool create_topics = true;
-  // "protobuf" (default) or "json".
-  std::string value_format = "protobuf";
-  std::string ce_source = "urn:inventory-feed";
-  // Passed to librdkafka as is (security.protocol, sasl.*, ssl.*, linger.ms, ...).
-  std::map<std::string, std::string> properties;
-  int64_t shutdown_flush_ms = 5000;
-};
 
 struct ServerConfig {
   std::string listen = "127.0.0.1:50051";
   // Empty disables the Prometheus endpoint.
   std::string metrics_listen = "127.0.0.1:9464";
-  std::string data_dir = "./data";
-  storage::Durability durability = storage::Durability::kSync;
   std::string log_format = "text";  // text | json
   std::string log_level = "info";
   // Log one line per RPC (at info level).
   bool log_rpcs = true;
 
+  // Each module's own options, set directly by the flags: the data directory, durability
+  // and memory of RocksDB; the core's limits; the Kafka relay (brokers empty: off).
+  storage::RocksDbOptions storage;
   core::CoreOptions core;
+  bridge::RelayOptions kafka;
 
   // gRPC transport limits.
   int max_receive_message_bytes = 1 << 20;
@@ -76,12 +61,6 @@ struct ServerConfig {
   // it (0 = no limit: tcmalloc's defaults). Bursts (a wave of slow streams ended, a large
   // snapshot sent) otherwise leave RSS at their peak for good.
   int64_t max_free_heap_mb = 16;
-  // RocksDB's memory: all memtables together (writes not yet flushed to table files) and
-  // the block cache (reads). Both are held on purpose and exported in /metrics.
-  int64_t rocksdb_memtable_mb = 32;
-  int64_t rocksdb_block_cache_mb = 64;
-
-  KafkaConfig kafka;
 };
 
 // Parses argv (+ environment + config file). On --help/--version returns an exit code to

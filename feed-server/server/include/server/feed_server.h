@@ -1,5 +1,17 @@
 // The whole server in one object: store, core, Kafka relay, gRPC services, health,
 // reflection, metrics. main.cc and the integration tests both use it.
+//
+// Threads of the process (the core's own four are in core/inventory_core.h):
+// | thread          | runs                                                 | may block on              |
+// |-----------------|------------------------------------------------------|---------------------------|
+// | gRPC pollers    | every handler and stream reactor: parse, validate,   | never (all I/O is async); |
+// | (gRPC's pool)   | queue the command; write replies and stream updates  | the core's queue is bound |
+// | feed-relay      | outbox scans, produce to Kafka, cursor writes        | the broker (bounded by    |
+// | (bridge)        |                                                      | max_in_flight), the store |
+// | librdkafka's    | delivery reports (they only wake feed-relay)         | the network               |
+// | feed-housekeep  | once a second: feed_state gauges, heap trimming, the | nothing of the hot path   |
+// |                 | relay's health status                                |                           |
+// | prometheus-cpp  | GET /metrics (civetweb's threads)                    | the registry's lock       |
 #pragma once
 
 #include <memory>
@@ -19,7 +31,7 @@ class FeedServer {
   ~FeedServer();
 
   // Graceful: health NOT_SERVING, streams ended with UNAVAILABLE, in-flight calls get
-  // config.shutdown_grace_ms, then the writer drains, the relay flushes, RocksDB closes.
+  // config.shutdown_grace_ms, then the core drains its queue, the relay flushes, RocksDB closes.
   void Shutdown();
 
   // "127.0.0.1:PORT" actually bound (the port is chosen by the OS when the config says 0).

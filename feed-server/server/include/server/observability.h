@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "spdlog/logger.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
@@ -64,10 +65,24 @@ class Metrics {
   std::map<std::string, prometheus::Counter*, std::less<>> unparseable_by_method_;
 };
 
-// Times one RPC; Finish logs one structured line and records the metrics.
+// One line per call on the "rpc" logger: method, peer, duration, code and message, as
+// key=value text or as JSON fields (--log-format). Thread-safe.
+class AccessLog {
+ public:
+  explicit AccessLog(bool json);
+  void Write(std::string_view method, std::string_view peer, double seconds,
+             const absl::Status& status) const;
+
+ private:
+  std::shared_ptr<spdlog::logger> logger_;
+  bool json_;
+};
+
+// Times one RPC; Finish records the metrics and writes the access log line (none when
+// `log` is null).
 class CallRecord {
  public:
-  CallRecord(Metrics* metrics, bool log, std::string_view method, std::string peer)
+  CallRecord(Metrics* metrics, const AccessLog* log, std::string_view method, std::string peer)
       : metrics_(metrics),
         log_(log),
         method_(method),
@@ -77,7 +92,7 @@ class CallRecord {
 
  private:
   Metrics* metrics_;
-  bool log_;
+  const AccessLog* log_;
   std::string_view method_;
   std::string peer_;
   std::chrono::steady_clock::time_point start_;

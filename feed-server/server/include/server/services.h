@@ -48,6 +48,8 @@ struct ServiceContext {
   Metrics* metrics;
   const ServerConfig* config;
   StreamRegistry* streams;
+  // Null when --log-rpcs is off.
+  const AccessLog* access_log;
   // Lines about requests that could not be parsed.
   LogRateLimit* bad_request_log;
 };

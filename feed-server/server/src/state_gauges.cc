@@ -1,0 +1,63 @@
+#include "state_gauges.h"
+
+namespace feed::server {
+
+namespace {
+double D(uint64_t v) { return static_cast<double>(v); }
+}  // namespace
+
+StateGauges::StateGauges(prometheus::Registry& registry)
+    : family_(prometheus::BuildGauge().Name("feed_state").Help("Core and relay state").Register(registry)),
+      queue_depth_(family_.Add({{"what", "writer_queue_depth"}})),
+      unpublished_events_(family_.Add({{"what", "unpublished_events"}})),
+      open_holds_(family_.Add({{"what", "open_holds"}})),
+      last_sequence_(family_.Add({{"what", "last_sequence"}})),
+      outbox_depth_(family_.Add({{"what", "outbox_depth"}})),
+      outbox_oldest_age_(family_.Add({{"what", "outbox_oldest_age_seconds"}})),
+      kafka_delivered_(family_.Add({{"what", "kafka_delivered"}})),
+      kafka_failed_(family_.Add({{"what", "kafka_failed"}})),
+      kafka_up_(family_.Add({{"what", "kafka_reachable"}})),
+      kafka_lag_p50_(family_.Add({{"what", "kafka_commit_to_ack_p50_ms"}})),
+      kafka_lag_p99_(family_.Add({{"what", "kafka_commit_to_ack_p99_ms"}})),
+      rocksdb_memtables_(family_.Add({{"what", "rocksdb_memtables_bytes"}})),
+      rocksdb_block_cache_(family_.Add({{"what", "rocksdb_block_cache_bytes"}})),
+      rocksdb_table_readers_(family_.Add({{"what", "rocksdb_table_readers_bytes"}})),
+      heap_allocated_(family_.Add({{"what", "heap_allocated_bytes"}})),
+      heap_free_(family_.Add({{"what", "heap_free_bytes"}})),
+      heap_cached_(family_.Add({{"what", "heap_cached_bytes"}})),
+      heap_releases_(&prometheus::BuildCounter()
+                          .Name("feed_heap_releases_total")
+                          .Help("times free heap pages went back to the OS (--max-free-heap-mb)")
+                          .Register(registry)
+                          .Add({})) {}
+
+void StateGauges::Set(const core::CoreStats& core) {
+  queue_depth_.Set(D(core.queue_depth));
+  unpublished_events_.Set(D(core.unpublished_events));
+  open_holds_.Set(D(core.held_reservations));
+  last_sequence_.Set(D(core.last_sequence));
+}
+
+void StateGauges::Set(const storage::Store::MemoryUsage& store) {
+  rocksdb_memtables_.Set(D(store.memtables_bytes));
+  rocksdb_block_cache_.Set(D(store.block_cache_bytes));
+  rocksdb_table_readers_.Set(D(store.table_readers_bytes));
+}
+
+void StateGauges::Set(const HeapStats& heap) {
+  heap_allocated_.Set(D(heap.allocated_bytes));
+  heap_free_.Set(D(heap.free_bytes));
+  heap_cached_.Set(D(heap.cached_bytes));
+}
+
+void StateGauges::Set(const bridge::RelayStats& relay) {
+  outbox_depth_.Set(D(relay.outbox_depth));
+  outbox_oldest_age_.Set(static_cast<double>(relay.oldest_undelivered_age_ms) / 1000.0);
+  kafka_delivered_.Set(D(relay.delivered));
+  kafka_failed_.Set(D(relay.failed));
+  kafka_up_.Set(relay.kafka_reachable ? 1 : 0);
+  kafka_lag_p50_.Set(relay.lag_p50_ms);
+  kafka_lag_p99_.Set(relay.lag_p99_ms);
+}
+
+}  // namespace feed::server
