@@ -29,6 +29,7 @@ LOADGEN="$BUILD/bench/loadgen/loadgen"
 PORT=$((30000 + RANDOM % 10000))
 ADDR="127.0.0.1:$PORT"
 METRICS="127.0.0.1:$((PORT + 1))"
+HTTP="127.0.0.1:$((PORT + 2))"
 WORK="$(mktemp -d /tmp/feed-bench-XXXXXX)"
 PID=""
 SAMPLER=""
@@ -59,7 +60,7 @@ start_server() {
   local name="$1"
   shift
   "$SERVER" --listen "$ADDR" --metrics-listen "$METRICS" --data-dir "$WORK/data-$name" \
-    --log-rpcs false "$@" >"$WORK/server-$name.log" 2>&1 &
+    --http-listen "$HTTP" --log-rpcs false "$@" >"$WORK/server-$name.log" 2>&1 &
   PID=$!
   wait_port "$PORT"
 }
@@ -214,7 +215,7 @@ heap_count() {
 }
 heap_echo_server() { exec "$ECHO" --listen "$ADDR" --api callback; }
 heap_feed_server() {
-  exec "$BUILD/bench/feed-server-glibc" --listen "$ADDR" --metrics-listen "" \
+  exec "$BUILD/bench/feed-server-glibc" --listen "$ADDR" --metrics-listen "" --http-listen "" \
     --data-dir "$WORK/data-heap-$1" --log-rpcs false --durability async
 }
 if [ -z "${SKIP_HEAP:-}" ]; then

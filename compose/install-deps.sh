@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # Installs everything the build, the tests and the local stack need on a fresh Debian 12
-# machine: Debian packages (apt) and, with --go-tools, grpcurl, grpc-health-probe and ghz
-# (go install, into .cache/gobin). Idempotent and quick when everything is there.
+# machine, idempotent and quick when everything is there:
+#   - Debian packages (apt);
+#   - into .cache/ (never committed): googleapis-common-protos from PyPI (google.api.http
+#     for the gateway's routes), protoc-gen-openapiv2 (go install; the OpenAPI document),
+#     swagger-ui-dist and puppeteer-core from npm (Swagger UI; the browser tests drive
+#     Debian's chromium with it);
+#   - with --go-tools: grpcurl, grpc-health-probe and ghz (go install, into .cache/gobin).
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
@@ -12,6 +17,7 @@ PACKAGES=(
   libbenchmark-dev libgtest-dev libgmock-dev
   prometheus-cpp-dev libcli11-dev nlohmann-json3-dev libgoogle-perftools-dev
   kcat curl procps default-jre-headless maven
+  libboost-dev chromium wrk
 )
 
 missing=()
@@ -32,9 +38,35 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
 fi
 
+# Pinned versions of what comes from the registries.
+GOOGLEAPIS_PROTOS_VERSION=1.76.0
+GRPC_GATEWAY_VERSION=v2.34.0
+SWAGGER_UI_VERSION=5.35.0
+PUPPETEER_CORE_VERSION=25.16.0
+
+GOOGLEAPIS="$REPO/.cache/googleapis"
+if [ ! -f "$GOOGLEAPIS/google/api/annotations.proto" ]; then
+  echo "install-deps: googleapis-common-protos $GOOGLEAPIS_PROTOS_VERSION (PyPI)" >&2
+  python3 -m pip install -q --no-deps --target "$GOOGLEAPIS" \
+    "googleapis-common-protos==$GOOGLEAPIS_PROTOS_VERSION" >&2
+fi
+
+export GOBIN="$REPO/.cache/gobin"
+mkdir -p "$GOBIN"
+if [ ! -x "$GOBIN/protoc-gen-openapiv2" ]; then
+  go install "github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-openapiv2@$GRPC_GATEWAY_VERSION" >&2
+fi
+
+NODE_DEPS="$REPO/.cache/node"
+if [ ! -f "$NODE_DEPS/node_modules/swagger-ui-dist/package.json" ] ||
+  [ ! -f "$NODE_DEPS/node_modules/puppeteer-core/package.json" ]; then
+  echo "install-deps: swagger-ui-dist $SWAGGER_UI_VERSION, puppeteer-core $PUPPETEER_CORE_VERSION (npm)" >&2
+  mkdir -p "$NODE_DEPS"
+  npm install --prefix "$NODE_DEPS" --no-audit --no-fund --silent \
+    "swagger-ui-dist@$SWAGGER_UI_VERSION" "puppeteer-core@$PUPPETEER_CORE_VERSION" >&2
+fi
+
 if [[ " $* " == *" --go-tools "* ]]; then
-  export GOBIN="$REPO/.cache/gobin"
-  mkdir -p "$GOBIN"
   [ -x "$GOBIN/grpcurl" ] || go install github.com/fullstorydev/grpcurl/cmd/grpcurl@v1.9.4 >&2
   [ -x "$GOBIN/grpc-health-probe" ] ||
     go install github.com/grpc-ecosystem/grpc-health-probe@v0.4.62 >&2

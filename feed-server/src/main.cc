@@ -5,7 +5,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "server/config.h"
-#include "server/feed_server.h"
+#include "app/feed_server.h"
 #include "server/observability.h"
 #include "spdlog/spdlog.h"
 
@@ -37,6 +37,9 @@ int main(int argc, char** argv) {
   }
   // One line on stdout that scripts can wait for.
   std::cout << "feed-server listening on " << (*server)->address() << std::endl;
+  if (!(*server)->http_address().empty()) {
+    std::cout << "feed-server http listening on " << (*server)->http_address() << std::endl;
+  }
   int received = 0;
   sigwait(&signals, &received);
   spdlog::info("feed-server: received {}", received == SIGTERM ? "SIGTERM" : "SIGINT");

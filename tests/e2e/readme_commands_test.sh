@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # End-to-end: the feed-server binary with a real RocksDB and the real Kafka broker, driven
-# by the same grpcurl / grpc-health-probe / kcat commands the README shows. Also checks the
+# by the same grpcurl / grpc-health-probe / kcat / curl commands the README shows. Also checks the
 # graceful shutdown (SIGTERM -> exit 0) and that a restart keeps the data.
 #
 # Usage: readme_commands_test.sh FEED_SERVER_BINARY REPO_DIR
@@ -33,6 +33,7 @@ fi
 
 start_server() {
   "$SERVER_BIN" --listen "$ADDR" --data-dir "$WORK/data" --metrics-listen "127.0.0.1:$((PORT + 1))" \
+    --http-listen "127.0.0.1:$((PORT + 2))" \
     "${KAFKA_ARGS[@]}" >>"$WORK/server.log" 2>&1 &
   SERVER_PID=$!
   for _ in $(seq 1 100); do
@@ -96,6 +97,41 @@ wait "$STREAM"
 for s in CONFIRMED PAID PACKING DISPATCHED DELIVERED; do
   grep -q "\"status\": \"$s\"" "$WORK/order.out" || fail "order stream lacks $s: $(cat "$WORK/order.out")"
 done
+
+# The HTTP/JSON gateway, with the README's curl commands.
+H="http://127.0.0.1:$((PORT + 2))"
+curl -sf "$H/healthz" | grep -q SERVING || fail "http health"
+curl -sf -XPOST "$H/v1/stock:adjust" -d '{"sku":"sku-201","mode":"ADJUST_MODE_SET","quantity":10}' |
+  grep -q '"onHand":"10"' || fail "http adjust"
+head="$(curl -si -XPOST "$H/v1/reservations" -H 'Idempotency-Key: checkout-43' \
+  -d '{"lines":[{"sku":"sku-201","quantity":2}],"ttlMs":60000}')"
+echo "$head" | grep -q "^HTTP/1.1 201" || fail "http reserve: $head"
+RSV="$(echo "$head" | tr -d '\r' | sed -n 's|^Location: /v1/reservations/||p')"
+[ -n "$RSV" ] || fail "http reserve Location: $head"
+curl -si -XPOST "$H/v1/reservations" -H 'Idempotency-Key: checkout-43' \
+  -d '{"lines":[{"sku":"sku-201","quantity":2}],"ttlMs":60000}' | grep -qi '^Idempotent-Replayed: true' ||
+  fail "http idempotent replay"
+curl -sf -XPOST "$H/v1/reservations/$RSV:commit" -d '{}' | grep -q '"onHand":"8"' || fail "http commit"
+curl -sf "$H/v1/stock?sku=sku-201&sku=sku-202" | grep -q '"missing":\[{"sku":"sku-202"' || fail "http stock"
+bad="$(curl -s -XPOST "$H/v1/reservations" -d '{"lines":[{"sku":"sku-201","quantity":0}]}')"
+echo "$bad" | grep -q '"code":3' && echo "$bad" | grep -q 'lines\[0\].quantity' || fail "http bad input: $bad"
+HORDER="$(curl -sf -XPOST "$H/v1/orders" -d '{"customer_id":"cust-441","item_ids":["sku-201"],"total_amount":49.99}' |
+  sed -n 's/.*"orderId":"\([^"]*\)".*/\1/p')"
+[ -n "$HORDER" ] || fail "http create order"
+curl -sf "$H/v1/orders/$HORDER" | grep -q ORDER_STATUS_CONFIRMED || fail "http get order"
+curl -sN --max-time 2 "$H/v1/stock:watch?sku=sku-201" >"$WORK/ndjson.out" 2>/dev/null || true
+grep -q '^{"result":{"kind":"KIND_SNAPSHOT_END"' "$WORK/ndjson.out" || fail "http ndjson watch: $(cat "$WORK/ndjson.out")"
+curl -sN --max-time 2 -H 'Accept: text/event-stream' "$H/v1/stock:watch?sku=sku-201" >"$WORK/sse.out" 2>/dev/null || true
+LAST_ID="$(sed -n 's/^id: //p' "$WORK/sse.out" | tail -1)"
+[ -n "$LAST_ID" ] || fail "http sse watch: $(cat "$WORK/sse.out")"
+curl -sf -XPOST "$H/v1/stock:adjust" -d '{"sku":"sku-201","mode":"ADJUST_MODE_DELTA","quantity":1}' >/dev/null
+curl -sN --max-time 2 -H 'Accept: text/event-stream' -H "Last-Event-ID: $LAST_ID" \
+  "$H/v1/stock:watch?sku=sku-201" >"$WORK/sse2.out" 2>/dev/null || true
+grep -q "^id: $((LAST_ID + 1))$" "$WORK/sse2.out" && ! grep -q SNAPSHOT "$WORK/sse2.out" ||
+  fail "http sse resume after $LAST_ID: $(cat "$WORK/sse2.out")"
+curl -sN --max-time 2 "$H/v1/orders/$HORDER/updates" | grep -q ORDER_STATUS_CONFIRMED || fail "http order updates"
+curl -sf "$H/openapi.json" | grep -q '"/v1/reservations"' || fail "openapi"
+curl -sf "$H/swaggerui/" | grep -q swagger-ui || fail "swagger ui"
 
 # Metrics.
 curl -sf "http://127.0.0.1:$((PORT + 1))/metrics" | grep -q 'feed_rpc_calls_total{code="OK",method="inventory.v1.InventoryService/Reserve"}' ||

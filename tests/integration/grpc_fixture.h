@@ -11,7 +11,7 @@
 #include "gtest/gtest.h"
 #include "inventory/v1/inventory.grpc.pb.h"
 #include "order/v1/order.grpc.pb.h"
-#include "server/feed_server.h"
+#include "app/feed_server.h"
 
 namespace feed::test {
 
@@ -25,6 +25,7 @@ class GrpcTest : public ::testing::Test {
     dir_ = mkdtemp(tmpl);
     config_.listen = "127.0.0.1:0";
     config_.metrics_listen = "";
+    config_.http.listen = "127.0.0.1:0";
     config_.storage.path = dir_ + "/data";
     config_.storage.durability = storage::Durability::kAsync;
     config_.log_rpcs = false;

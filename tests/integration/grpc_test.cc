@@ -19,7 +19,7 @@
 #include "inventory/v1/inventory.grpc.pb.h"
 #include "order/v1/order.grpc.pb.h"
 #include "grpc_fixture.h"
-#include "server/feed_server.h"
+#include "app/feed_server.h"
 
 namespace feed {
 namespace {

@@ -51,7 +51,7 @@ BROKERS="$("$REPO/compose/kafka.sh" start)"
 start_server() {
   local lines
   lines=$(wc -l <"$WORK/server.log" 2>/dev/null || echo 0)
-  "$FEED_SERVER" --listen "$ADDR" --data-dir "$WORK/data" --metrics-listen "" --log-rpcs false \
+  "$FEED_SERVER" --listen "$ADDR" --data-dir "$WORK/data" --metrics-listen "" --http-listen "" --log-rpcs false \
     --durability sync --kafka-brokers "$BROKERS" \
     --kafka-stock-topic "stock.$SUFFIX" --kafka-order-status-topic "status.$SUFFIX" \
     --kafka-receipt-topic "receipts.$SUFFIX" >>"$WORK/server.log" 2>&1 &

@@ -38,7 +38,7 @@ inline constexpr int kSlowdown = FEED_SANITIZED ? 10 : 1;
 class ServerProcess {
  public:
   // Starts `binary --listen 127.0.0.1:<port> --data-dir <tmp> --metrics-listen
-  // 127.0.0.1:<port + 20000> --log-rpcs false` plus `extra_args`. `port_offset` keeps tests
+  // 127.0.0.1:<port + 20000> --http-listen "" --log-rpcs false` plus `extra_args`. `port_offset` keeps tests
   // of one ctest run apart.
   ServerProcess(const std::string& binary, const std::vector<std::string>& extra_args,
                 int port_offset = 0) {
@@ -49,7 +49,8 @@ class ServerProcess {
     metrics_address_ = "127.0.0.1:" + std::to_string(port_ + 20000);
     std::vector<std::string> args = {binary,           "--listen",      address_,
                                      "--data-dir",     dir_ + "/data",  "--metrics-listen",
-                                     metrics_address_, "--log-rpcs",    "false"};
+                                     metrics_address_, "--log-rpcs",    "false",
+                                     "--http-listen",  ""};
     args.insert(args.end(), extra_args.begin(), extra_args.end());
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());

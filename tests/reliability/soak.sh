@@ -52,7 +52,7 @@ cleanup() {
 trap cleanup EXIT
 
 BROKERS="$("$REPO/compose/kafka.sh" start)"
-"$SERVER" --listen "$ADDR" --metrics-listen "$METRICS" --data-dir "$WORK/data" --log-rpcs false \
+"$SERVER" --listen "$ADDR" --metrics-listen "$METRICS" --http-listen "" --data-dir "$WORK/data" --log-rpcs false \
   --durability sync --kafka-brokers "$BROKERS" --kafka-stock-topic "stock.$SUFFIX" \
   --kafka-order-status-topic "status.$SUFFIX" --kafka-receipt-topic "receipts.$SUFFIX" \
   >"$WORK/server.log" 2>&1 &

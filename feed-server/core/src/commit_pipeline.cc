@@ -130,17 +130,22 @@ void CommitPipeline::WriterLoop() {
 }
 
 void CommitPipeline::RunBatch(std::vector<std::unique_ptr<Command>>& commands, bool sweep) {
-  bool commands_waiting;
   {
     std::lock_guard lock(mu_);
     if (!failed_.ok()) {
       for (auto& c : commands) c->Fail(failed_);
       return;
     }
-    commands_waiting = !queue_.empty();
   }
   BatchPtr batch = stages_.apply(commands, sweep);
   if (sweep) next_sweep_ms_ = batch->now_ms + options_.sweep_interval_ms;
+  // Asked after applying: commands that arrived meanwhile mean load, and then the batch goes
+  // to the committer so that the next one is applied while it is written.
+  bool commands_waiting;
+  {
+    std::lock_guard lock(mu_);
+    commands_waiting = !queue_.empty();
+  }
   if (!commands_waiting && commit_.idle() && complete_.idle()) {
     std::vector<BatchPtr> alone{std::move(batch)};
     alone.front()->commit_status = Write(alone);
@@ -156,10 +161,8 @@ void CommitPipeline::CommitterLoop() {
   std::vector<BatchPtr> batches;
   while (commit_.PopAll(&batches)) {
     const absl::Status status = Write(batches);
-    for (auto& b : batches) {
-      b->commit_status = status;
-      complete_.Push(b);
-    }
+    for (auto& b : batches) b->commit_status = status;
+    complete_.PushAll(batches);
     commit_.Done(batches);  // handed on first, so the two never both look idle meanwhile
   }
 }

@@ -27,18 +27,28 @@ class Handoff {
   Handoff(size_t capacity, Bound bound, std::function<size_t(const T&)> weight = nullptr)
       : capacity_(capacity), bound_(bound), weight_(std::move(weight)) {}
 
-  // Blocks while full. Pushing into a closed hand-off still hands the item over: the
-  // consumer drains everything before PopAll returns false.
+  // Blocks while full (what is counted has reached the capacity); then the item goes in
+  // whatever its weight, so a heavy item never waits for more room than there is. Pushing
+  // into a closed hand-off still hands the item over: the consumer drains everything before
+  // PopAll returns false.
   void Push(T item) {
-    const size_t w = Weight(item);
+    std::vector<T> one;
+    one.push_back(std::move(item));
+    PushAll(std::move(one));
+  }
+
+  // Push for several items at once: one wait for room, then all of them go in together (a
+  // stage handing on a whole round is held back once, not once per item).
+  void PushAll(std::vector<T> items) {
+    size_t w = 0;
+    for (const auto& item : items) w += Weight(item);
     {
       std::unique_lock lock(mu_);
-      // An item heavier than the whole capacity goes in once the hand-off is empty.
       not_full_.wait(lock, [&] {
         const size_t counted = bound_ == Bound::kWaiting ? waiting_ : waiting_ + taken_;
-        return counted == 0 || counted + w <= capacity_;
+        return counted < capacity_;
       });
-      items_.push_back(std::move(item));
+      for (auto& item : items) items_.push_back(std::move(item));
       waiting_ += w;
       idle_.store(false, std::memory_order_relaxed);
     }

@@ -209,6 +209,11 @@ void InventoryCore::ExpireDue(Done<ExpireResult> done) {
 
 absl::StatusOr<inventory::v1::GetStockResponse> InventoryCore::GetStock(
     const inventory::v1::GetStockRequest& request) const {
+  if (HasSkuShorthand(request)) {
+    inventory::v1::GetStockRequest expanded = request;
+    if (absl::Status s = ExpandSkuShorthand(&expanded); !s.ok()) return s;
+    return GetStock(expanded);
+  }
   if (absl::Status s = ValidateGetStock(request, impl_->options_); !s.ok()) return s;
   auto view = impl_->store_.Snapshot();
   LevelReader reader(*view, {request.keys().begin(), request.keys().end()});

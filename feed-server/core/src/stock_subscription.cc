@@ -26,11 +26,18 @@ StockUpdate Update(StockUpdate::Kind kind, uint64_t sequence, const StockLevel* 
 StockSubscription::StockSubscription(const InventoryCore& core,
                                      const inventory::v1::WatchStockRequest& request,
                                      QueueLimits limits)
-    : core_(core), request_(request), limits_(limits), queue_(limits) {
+    : core_(core), request_(Expanded(request, &shorthand_)), limits_(limits), queue_(limits) {
   for (const auto& k : request_.keys()) filter_.Add(k);
 }
 
+inventory::v1::WatchStockRequest StockSubscription::Expanded(
+    inventory::v1::WatchStockRequest request, absl::Status* status) {
+  *status = ExpandSkuShorthand(&request);
+  return request;
+}
+
 absl::Status StockSubscription::Validate() const {
+  if (!shorthand_.ok()) return shorthand_;
   return ValidateStockKeys("keys", request_.keys(), core_.options());
 }
 

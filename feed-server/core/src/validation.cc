@@ -166,7 +166,12 @@ absl::Status ValidateStockKeys(
 }
 
 absl::Status ValidateGetStock(const inventory::v1::GetStockRequest& r, const CoreOptions& o) {
-  if (r.keys().empty()) return Invalid("keys", "at least one key is required");
+  if (HasSkuShorthand(r)) {
+    inventory::v1::GetStockRequest expanded = r;
+    if (absl::Status s = ExpandSkuShorthand(&expanded); !s.ok()) return s;
+    return ValidateGetStock(expanded, o);
+  }
+  if (r.keys().empty()) return Invalid("keys", "at least one key is required (or sku)");
   return ValidateStockKeys("keys", r.keys(), o);
 }
 
@@ -220,5 +225,34 @@ absl::Status ValidateCancelOrder(const order::v1::CancelOrderRequest& r, const C
   if (auto s = ValidateText("reason", r.reason(), o.limits); !s.ok()) return s;
   return ValidateKey(r.idempotency_key(), o.limits);
 }
+
+namespace {
+
+template <class Request>
+absl::Status ExpandShorthand(Request* r) {
+  if (r->sku().empty()) {
+    if (!r->location().empty()) return Invalid("location", "given without any sku");
+    return absl::OkStatus();
+  }
+  for (const std::string& sku : r->sku()) {
+    auto* key = r->add_keys();
+    key->set_sku(sku);
+    key->set_location(r->location());
+  }
+  r->clear_sku();
+  r->clear_location();
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+bool HasSkuShorthand(const inventory::v1::GetStockRequest& r) {
+  return !r.sku().empty() || !r.location().empty();
+}
+bool HasSkuShorthand(const inventory::v1::WatchStockRequest& r) {
+  return !r.sku().empty() || !r.location().empty();
+}
+absl::Status ExpandSkuShorthand(inventory::v1::GetStockRequest* r) { return ExpandShorthand(r); }
+absl::Status ExpandSkuShorthand(inventory::v1::WatchStockRequest* r) { return ExpandShorthand(r); }
 
 }  // namespace feed::core

@@ -197,6 +197,51 @@ absl::StatusOr<ParseResult> ParseServerConfig(int argc, char** argv) {
           ->check(CLI::Range(int64_t{0}, int64_t{600000})),
       "FEED_KAFKA_SHUTDOWN_FLUSH_MS");
 
+  auto& h = c.http;
+#ifdef FEED_DEFAULT_SWAGGER_UI_DIR
+  h.swagger_ui_dir = FEED_DEFAULT_SWAGGER_UI_DIR;
+#endif
+#ifdef FEED_DEFAULT_OPENAPI_FILE
+  h.openapi_file = FEED_DEFAULT_OPENAPI_FILE;
+#endif
+  env(app.add_option("--http-listen", h.listen, "HTTP/JSON gateway address (empty disables)"),
+      "FEED_HTTP_LISTEN");
+  env(app.add_option("--http-threads", h.threads, "threads serving every HTTP connection")
+          ->check(CLI::Range(1, 64)),
+      "FEED_HTTP_THREADS");
+  env(app.add_option("--http-max-header-bytes", h.max_header_bytes,
+                     "largest request header (431 above)")
+          ->check(CLI::Range(size_t{1024}, size_t{1} << 20)),
+      "FEED_HTTP_MAX_HEADER_BYTES");
+  env(app.add_option("--http-max-body-bytes", h.max_body_bytes, "largest request body (413 above)")
+          ->check(CLI::Range(size_t{1024}, size_t{64} << 20)),
+      "FEED_HTTP_MAX_BODY_BYTES");
+  env(app.add_option("--http-max-connections", h.max_connections,
+                     "open HTTP connections (503 above)")
+          ->check(CLI::Range(size_t{1}, size_t{1000000})),
+      "FEED_HTTP_MAX_CONNECTIONS");
+  env(app.add_option("--http-idle-timeout-ms", h.idle_timeout_ms,
+                     "wait for the next request's header this long")
+          ->check(CLI::Range(int64_t{100}, int64_t{3600000})),
+      "FEED_HTTP_IDLE_TIMEOUT_MS");
+  env(app.add_option("--http-read-timeout-ms", h.read_timeout_ms,
+                     "receive a request's body within this time (408 after)")
+          ->check(CLI::Range(int64_t{100}, int64_t{3600000})),
+      "FEED_HTTP_READ_TIMEOUT_MS");
+  env(app.add_option("--http-write-timeout-ms", h.write_timeout_ms,
+                     "close a connection whose response or stream chunk is not taken in this time")
+          ->check(CLI::Range(int64_t{100}, int64_t{3600000})),
+      "FEED_HTTP_WRITE_TIMEOUT_MS");
+  env(app.add_option("--http-ignore-unknown-fields", h.ignore_unknown_fields,
+                     "accept unknown JSON fields and query parameters (default: 400)"),
+      "FEED_HTTP_IGNORE_UNKNOWN_FIELDS");
+  env(app.add_option("--http-swagger-ui-dir", h.swagger_ui_dir,
+                     "swagger-ui-dist folder served at /swaggerui/ (empty: off)"),
+      "FEED_HTTP_SWAGGER_UI_DIR");
+  env(app.add_option("--http-openapi-file", h.openapi_file,
+                     "OpenAPI document served at /openapi.json (empty: off)"),
+      "FEED_HTTP_OPENAPI_FILE");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

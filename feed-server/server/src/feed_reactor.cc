@@ -6,7 +6,7 @@
 
 #include "core/feed_session.h"
 #include "stream_reactor.h"
-#include "logging.h"
+#include "server/logging.h"
 
 namespace feed::server {
 namespace {

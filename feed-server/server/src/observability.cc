@@ -34,8 +34,8 @@ void SetupLogging(const std::string& format, const std::string& level) {
   auto make = [&](const std::string& name) {
     auto logger = std::make_shared<spdlog::async_logger>(
         name, sink, spdlog::thread_pool(), spdlog::async_overflow_policy::overrun_oldest);
-    if (format == "json" && name == "rpc") {
-      // CallRecord writes the fields itself: method, peer, duration_us, code, message.
+    if (format == "json" && (name == "rpc" || name == "http")) {
+      // The access logs write their fields themselves (AccessLog, HttpAccessLog).
       logger->set_pattern(R"({"ts":"%Y-%m-%dT%H:%M:%S.%fZ","level":"%l","logger":"%n",%v})");
     } else if (format == "json") {
       auto formatter = std::make_unique<spdlog::pattern_formatter>();
@@ -51,6 +51,7 @@ void SetupLogging(const std::string& format, const std::string& level) {
   spdlog::drop_all();
   spdlog::set_default_logger(make("feed"));
   spdlog::register_logger(make("rpc"));
+  spdlog::register_logger(make("http"));
   spdlog::flush_every(std::chrono::seconds(1));
   spdlog::flush_on(spdlog::level::warn);
 }

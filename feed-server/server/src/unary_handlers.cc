@@ -1,13 +1,14 @@
-// Unary RPCs: parse the request bytes, hand the request to the core, serialize the result
-// and finish the reactor from the core's completion (on the completer thread; Finish does
-// not block).
+// Unary RPCs: parse the request bytes, run the method's operation (operations.h, shared
+// with the HTTP gateway), serialize the result and finish the reactor from the operation's
+// completion (on the core's completer thread; Finish does not block).
 #include <atomic>
 #include <memory>
 
 #include "grpc_status.h"
+#include "server/operations.h"
 #include "server/services.h"
 #include "wire.h"
-#include "logging.h"
+#include "server/logging.h"
 
 namespace feed::server {
 namespace {
@@ -26,10 +27,9 @@ class UnaryCall {
     record_.Finish(status);
     reactor_->Finish(ToGrpcStatus(status));
   }
-  template <class Resp>
-  void Reply(const absl::StatusOr<Resp>& result) {
-    if (result.ok()) SerializeResponse(*result, response_);
-    Finish(result.status());
+  void Reply(const absl::Status& status, const google::protobuf::Message* reply) {
+    if (status.ok()) SerializeResponse(*reply, response_);
+    Finish(status);
   }
   grpc::ServerUnaryReactor* reactor() const { return reactor_; }
 
@@ -40,26 +40,24 @@ class UnaryCall {
   std::atomic<bool> finished_{false};
 };
 
-// The `idempotency-key` header stands in for the request field when the field is empty
-// (the seed's CreateOrder contract has no such field).
-template <class Req>
-void TakeIdempotencyHeader(grpc::CallbackServerContext* ctx, Req& request) {
-  if (!request.idempotency_key().empty()) return;
+// What the gRPC call adds to the request: the `idempotency-key` header and cancellation.
+CallOptions OptionsOf(grpc::CallbackServerContext* ctx) {
+  CallOptions options;
   const auto& md = ctx->client_metadata();
-  auto it = md.find("idempotency-key");
-  if (it != md.end()) request.set_idempotency_key(std::string(it->second.data(), it->second.size()));
+  if (auto it = md.find("idempotency-key"); it != md.end()) {
+    options.idempotency_key.assign(it->second.data(), it->second.size());
+  }
+  options.cancelled = [ctx] { return ctx->IsCancelled(); };
+  return options;
 }
 
-core::CancelFn CancelledBy(grpc::CallbackServerContext* ctx) {
-  return [ctx] { return ctx->IsCancelled(); };
-}
-
-// Parses the request, then runs `body(call, request)`; turns any exception into INTERNAL
-// for this call only.
-template <class Req, class Body>
-grpc::ServerUnaryReactor* Handle(const ServiceContext& sc, grpc::CallbackServerContext* ctx,
-                                 std::string_view method, const grpc::ByteBuffer* bytes,
-                                 grpc::ByteBuffer* response, Body&& body) {
+// Parses the request bytes and runs the method's operation (operations.h); turns any
+// exception into INTERNAL for this call only.
+template <class Req>
+grpc::ServerUnaryReactor* Serve(const ServiceContext& sc, grpc::CallbackServerContext* ctx,
+                                std::string_view method, const grpc::ByteBuffer* bytes,
+                                grpc::ByteBuffer* response) {
+  static const Operation* const operation = FindOperation(method);
   auto call = std::make_shared<UnaryCall>(sc, ctx, method, response);
   grpc::ServerUnaryReactor* reactor = call->reactor();
   try {
@@ -67,7 +65,10 @@ grpc::ServerUnaryReactor* Handle(const ServiceContext& sc, grpc::CallbackServerC
     if (absl::Status parsed = ParseRequest(*bytes, &request); !parsed.ok()) {
       call->Finish(RejectUnparseable(sc, method, std::move(parsed)));
     } else {
-      body(call, std::move(request));
+      operation->Run(*sc.core, request, OptionsOf(ctx),
+                     [call](const absl::Status& status, const google::protobuf::Message* reply) {
+                       call->Reply(status, reply);
+                     });
     }
   } catch (const std::exception& e) {
     ServerLog()->error("{}: unexpected exception: {}", method, e.what());
@@ -77,23 +78,6 @@ grpc::ServerUnaryReactor* Handle(const ServiceContext& sc, grpc::CallbackServerC
     call->Finish(absl::InternalError("internal error"));
   }
   return reactor;
-}
-
-// A mutation: header key, cancellation, then the core method.
-template <class Req, class Resp>
-grpc::ServerUnaryReactor* Mutation(const ServiceContext& sc, grpc::CallbackServerContext* ctx,
-                                   std::string_view method, const grpc::ByteBuffer* bytes,
-                                   grpc::ByteBuffer* response,
-                                   void (core::InventoryCore::*apply)(Req, core::Done<Resp>,
-                                                                      core::CancelFn)) {
-  return Handle<Req>(sc, ctx, method, bytes, response,
-                     [&](std::shared_ptr<UnaryCall> call, Req request) {
-                       TakeIdempotencyHeader(ctx, request);
-                       (sc.core->*apply)(
-                           std::move(request),
-                           [call = std::move(call)](absl::StatusOr<Resp> r) { call->Reply(r); },
-                           CancelledBy(ctx));
-                     });
 }
 
 }  // namespace
@@ -114,45 +98,37 @@ absl::Status RejectUnparseable(const ServiceContext& sc, std::string_view method
 grpc::ServerUnaryReactor* InventoryServiceImpl::GetStock(grpc::CallbackServerContext* ctx,
                                                          const grpc::ByteBuffer* request,
                                                          grpc::ByteBuffer* response) {
-  return Handle<inventory::v1::GetStockRequest>(
-      ctx_, ctx, "inventory.v1.InventoryService/GetStock", request, response,
-      [&](auto call, auto req) { call->Reply(ctx_.core->GetStock(req)); });
+  return Serve<inventory::v1::GetStockRequest>(ctx_, ctx, "inventory.v1.InventoryService/GetStock", request, response);
 }
 
 grpc::ServerUnaryReactor* InventoryServiceImpl::GetReservation(grpc::CallbackServerContext* ctx,
                                                                const grpc::ByteBuffer* request,
                                                                grpc::ByteBuffer* response) {
-  return Handle<inventory::v1::GetReservationRequest>(
-      ctx_, ctx, "inventory.v1.InventoryService/GetReservation", request, response,
-      [&](auto call, auto req) { call->Reply(ctx_.core->GetReservation(req.reservation_id())); });
+  return Serve<inventory::v1::GetReservationRequest>(ctx_, ctx, "inventory.v1.InventoryService/GetReservation", request, response);
 }
 
 grpc::ServerUnaryReactor* InventoryServiceImpl::AdjustStock(grpc::CallbackServerContext* ctx,
                                                             const grpc::ByteBuffer* request,
                                                             grpc::ByteBuffer* response) {
-  return Mutation(ctx_, ctx, "inventory.v1.InventoryService/AdjustStock", request, response,
-                  &core::InventoryCore::AdjustStock);
+  return Serve<inventory::v1::AdjustStockRequest>(ctx_, ctx, "inventory.v1.InventoryService/AdjustStock", request, response);
 }
 
 grpc::ServerUnaryReactor* InventoryServiceImpl::Reserve(grpc::CallbackServerContext* ctx,
                                                         const grpc::ByteBuffer* request,
                                                         grpc::ByteBuffer* response) {
-  return Mutation(ctx_, ctx, "inventory.v1.InventoryService/Reserve", request, response,
-                  &core::InventoryCore::Reserve);
+  return Serve<inventory::v1::ReserveRequest>(ctx_, ctx, "inventory.v1.InventoryService/Reserve", request, response);
 }
 
 grpc::ServerUnaryReactor* InventoryServiceImpl::Commit(grpc::CallbackServerContext* ctx,
                                                        const grpc::ByteBuffer* request,
                                                        grpc::ByteBuffer* response) {
-  return Mutation(ctx_, ctx, "inventory.v1.InventoryService/Commit", request, response,
-                  &core::InventoryCore::Commit);
+  return Serve<inventory::v1::CommitRequest>(ctx_, ctx, "inventory.v1.InventoryService/Commit", request, response);
 }
 
 grpc::ServerUnaryReactor* InventoryServiceImpl::Release(grpc::CallbackServerContext* ctx,
                                                         const grpc::ByteBuffer* request,
                                                         grpc::ByteBuffer* response) {
-  return Mutation(ctx_, ctx, "inventory.v1.InventoryService/Release", request, response,
-                  &core::InventoryCore::Release);
+  return Serve<inventory::v1::ReleaseRequest>(ctx_, ctx, "inventory.v1.InventoryService/Release", request, response);
 }
 
 // --- order.v1 --------------------------------------------------------------------------
@@ -160,37 +136,31 @@ grpc::ServerUnaryReactor* InventoryServiceImpl::Release(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* OrderServiceImpl::CreateOrder(grpc::CallbackServerContext* ctx,
                                                         const grpc::ByteBuffer* request,
                                                         grpc::ByteBuffer* response) {
-  return Mutation(ctx_, ctx, "order.v1.OrderService/CreateOrder", request, response,
-                  &core::InventoryCore::CreateOrder);
+  return Serve<order::v1::CreateOrderRequest>(ctx_, ctx, "order.v1.OrderService/CreateOrder", request, response);
 }
 
 grpc::ServerUnaryReactor* OrderServiceImpl::GetOrder(grpc::CallbackServerContext* ctx,
                                                      const grpc::ByteBuffer* request,
                                                      grpc::ByteBuffer* response) {
-  return Handle<order::v1::GetOrderRequest>(
-      ctx_, ctx, "order.v1.OrderService/GetOrder", request, response,
-      [&](auto call, auto req) { call->Reply(ctx_.core->GetOrder(req.order_id())); });
+  return Serve<order::v1::GetOrderRequest>(ctx_, ctx, "order.v1.OrderService/GetOrder", request, response);
 }
 
 grpc::ServerUnaryReactor* OrderServiceImpl::PayOrder(grpc::CallbackServerContext* ctx,
                                                      const grpc::ByteBuffer* request,
                                                      grpc::ByteBuffer* response) {
-  return Mutation(ctx_, ctx, "order.v1.OrderService/PayOrder", request, response,
-                  &core::InventoryCore::PayOrder);
+  return Serve<order::v1::PayOrderRequest>(ctx_, ctx, "order.v1.OrderService/PayOrder", request, response);
 }
 
 grpc::ServerUnaryReactor* OrderServiceImpl::AdvanceOrder(grpc::CallbackServerContext* ctx,
                                                          const grpc::ByteBuffer* request,
                                                          grpc::ByteBuffer* response) {
-  return Mutation(ctx_, ctx, "order.v1.OrderService/AdvanceOrder", request, response,
-                  &core::InventoryCore::AdvanceOrder);
+  return Serve<order::v1::AdvanceOrderRequest>(ctx_, ctx, "order.v1.OrderService/AdvanceOrder", request, response);
 }
 
 grpc::ServerUnaryReactor* OrderServiceImpl::CancelOrder(grpc::CallbackServerContext* ctx,
                                                         const grpc::ByteBuffer* request,
                                                         grpc::ByteBuffer* response) {
-  return Mutation(ctx_, ctx, "order.v1.OrderService/CancelOrder", request, response,
-                  &core::InventoryCore::CancelOrder);
+  return Serve<order::v1::CancelOrderRequest>(ctx_, ctx, "order.v1.OrderService/CancelOrder", request, response);
 }
 
 }  // namespace feed::server

@@ -71,7 +71,12 @@ class StockSubscription {
   absl::Status OpenSnapshot();
   absl::Status ReadSnapshotChunk();
 
+  // The request with its sku shorthand turned into keys; `status` says if it could be.
+  static inventory::v1::WatchStockRequest Expanded(inventory::v1::WatchStockRequest request,
+                                                   absl::Status* status);
+
   const InventoryCore& core_;
+  absl::Status shorthand_;  // before request_: initialized first
   const inventory::v1::WatchStockRequest request_;
   const QueueLimits limits_;
   StockFilter filter_;

@@ -26,6 +26,15 @@ absl::Status ValidateReserve(inventory::v1::ReserveRequest& r, const CoreOptions
 absl::Status ValidateCommit(const inventory::v1::CommitRequest& r, const CoreOptions& o);
 absl::Status ValidateRelease(const inventory::v1::ReleaseRequest& r, const CoreOptions& o);
 absl::Status ValidateGetStock(const inventory::v1::GetStockRequest& r, const CoreOptions& o);
+
+// The `sku` / `location` shorthand of GetStock and WatchStock (what HTTP query parameters
+// carry: ?sku=a&sku=b&location=w1) turned into keys: each SKU at `location`, after the
+// request's own keys; the shorthand fields are cleared. INVALID_ARGUMENT for a location
+// without any sku.
+bool HasSkuShorthand(const inventory::v1::GetStockRequest& r);
+bool HasSkuShorthand(const inventory::v1::WatchStockRequest& r);
+absl::Status ExpandSkuShorthand(inventory::v1::GetStockRequest* r);
+absl::Status ExpandSkuShorthand(inventory::v1::WatchStockRequest* r);
 absl::Status ValidateStockKeys(std::string_view field,
                                const google::protobuf::RepeatedPtrField<inventory::v1::StockKey>& keys,
                                const CoreOptions& o);

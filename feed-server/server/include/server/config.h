@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "bridge/relay.h"
 #include "core/options.h"
+#include "http/options.h"
 #include "storage/rocksdb_store.h"
 
 namespace feed::server {
@@ -24,10 +25,13 @@ struct ServerConfig {
   bool log_rpcs = true;
 
   // Each module's own options, set directly by the flags: the data directory, durability
-  // and memory of RocksDB; the core's limits; the Kafka relay (brokers empty: off).
+  // and memory of RocksDB; the core's limits; the Kafka relay (brokers empty: off); the
+  // HTTP gateway.
   storage::RocksDbOptions storage;
   core::CoreOptions core;
   bridge::RelayOptions kafka;
+  // The HTTP/JSON gateway (listen empty: off).
+  http::HttpOptions http;
 
   // gRPC transport limits.
   int max_receive_message_bytes = 1 << 20;

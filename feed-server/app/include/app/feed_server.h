@@ -11,6 +11,9 @@
 // | librdkafka's    | delivery reports (they only wake feed-relay)         | the network               |
 // | feed-housekeep  | once a second: feed_state gauges, heap trimming, the | nothing of the hot path   |
 // |                 | relay's health status                                |                           |
+// | feed-http       | the HTTP gateway (Boost.Beast, --http-threads): read,| never (asynchronous I/O); |
+// |                 | route, transcode, queue the command, write replies   | the core's queue is bound |
+// |                 | and NDJSON / SSE stream chunks                       |                           |
 // | prometheus-cpp  | GET /metrics (civetweb's threads)                    | the registry's lock       |
 #pragma once
 
@@ -36,6 +39,8 @@ class FeedServer {
 
   // "127.0.0.1:PORT" actually bound (the port is chosen by the OS when the config says 0).
   const std::string& address() const;
+  // The HTTP gateway's "127.0.0.1:PORT"; empty when it is off.
+  std::string http_address() const;
   core::InventoryCore& core();
 
   class Impl;

@@ -1,4 +1,4 @@
-#include "server/feed_server.h"
+#include "app/feed_server.h"
 
 #include <pthread.h>
 
@@ -14,11 +14,12 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "heap_stats.h"
 #include "prometheus/exposer.h"
+#include "http/gateway.h"
 #include "server/observability.h"
 #include "server/services.h"
 #include "state_gauges.h"
 #include "storage/rocksdb_store.h"
-#include "logging.h"
+#include "server/logging.h"
 
 namespace feed::server {
 
@@ -63,6 +64,7 @@ class FeedServer::Impl {
   std::unique_ptr<InventoryServiceImpl> inventory_service_;
   std::unique_ptr<OrderServiceImpl> order_service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<http::Gateway> gateway_;
   std::unique_ptr<prometheus::Exposer> exposer_;
   std::string address_;
 
@@ -145,6 +147,12 @@ absl::Status FeedServer::Impl::Start() {
   health->SetServingStatus("order.v1.OrderService", true);
   health->SetServingStatus(kBridgeHealthName, relay_ && relay_->kafka_reachable());
 
+  if (!config_.http.listen.empty()) {
+    auto gateway = http::Gateway::Start(config_.http, sc, *metrics_.registry());
+    if (!gateway.ok()) return gateway.status();
+    gateway_ = std::move(*gateway);
+  }
+
   if (!config_.metrics_listen.empty()) {
     try {
       exposer_ = std::make_unique<prometheus::Exposer>(config_.metrics_listen);
@@ -162,7 +170,8 @@ absl::Status FeedServer::Impl::Start() {
     pthread_setname_np(pthread_self(), "feed-housekeep");
     Housekeeping();
   });
-  ServerLog()->info("listening on {} (durability {}, data {}){}{}", address_,
+  ServerLog()->info("listening on {}{} (durability {}, data {}){}{}", address_,
+               gateway_ ? ", HTTP on http://" + gateway_->address() : "",
                config_.storage.durability == storage::Durability::kSync ? "sync" : "async",
                config_.storage.path,
                config_.metrics_listen.empty() ? "" : ", metrics on http://" + config_.metrics_listen + "/metrics",
@@ -214,6 +223,7 @@ void FeedServer::Impl::Shutdown() {
     // NOT_SERVING for every service (SetServingStatus would be undone by Shutdown anyway).
     server_->GetHealthCheckService()->Shutdown();
     streams_.CloseAll(absl::UnavailableError("the server is shutting down"));
+    if (gateway_) gateway_->Shutdown(std::chrono::milliseconds(config_.shutdown_grace_ms));
     server_->Shutdown(std::chrono::system_clock::now() +
                       std::chrono::milliseconds(config_.shutdown_grace_ms));
     server_->Wait();
@@ -224,6 +234,7 @@ void FeedServer::Impl::Shutdown() {
     relay_->Shutdown();
   }
   exposer_.reset();
+  gateway_.reset();
   server_.reset();
   relay_.reset();
   core_.reset();
@@ -245,6 +256,9 @@ absl::StatusOr<std::unique_ptr<FeedServer>> FeedServer::Start(const ServerConfig
 
 void FeedServer::Shutdown() { impl_->Shutdown(); }
 const std::string& FeedServer::address() const { return impl_->address_; }
+std::string FeedServer::http_address() const {
+  return impl_->gateway_ ? impl_->gateway_->address() : "";
+}
 core::InventoryCore& FeedServer::core() { return *impl_->core_; }
 
 }  // namespace feed::server

@@ -1,0 +1,327 @@
+// The gateway's request dispatch: built-in pages (/healthz, /openapi.json, /swaggerui/),
+// then the routes from the protos: a unary route runs the method's operation, a streaming
+// route opens an NDJSON or SSE stream. No business logic here: requests and answers are
+// translated, everything else is the core's.
+#include "http/gateway.h"
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+
+#include "fmt/format.h"
+#include "google/protobuf/message.h"
+#include "http_observability.h"
+#include "http_server.h"
+#include "http_streams.h"
+#include "route_table.h"
+#include "text.h"
+#include "server/logging.h"
+#include "server/operations.h"
+#include "transcoding.h"
+
+namespace feed::http {
+
+namespace {
+
+namespace bhttp = boost::beast::http;
+using Clock = std::chrono::steady_clock;
+
+const std::vector<std::string> kServices = {"inventory.v1.InventoryService",
+                                            "order.v1.OrderService"};
+
+std::string_view ContentTypeOf(std::string_view file) {
+  if (file.ends_with(".html")) return "text/html; charset=utf-8";
+  if (file.ends_with(".js")) return "application/javascript";
+  if (file.ends_with(".css")) return "text/css";
+  if (file.ends_with(".png")) return "image/png";
+  if (file.ends_with(".json") || file.ends_with(".map")) return "application/json";
+  return "application/octet-stream";
+}
+
+// Bodies are read as JSON whatever their Content-Type says (curl -d and fetch send form or
+// text types by default), except for types that are certainly something else.
+bool IsCertainlyNotJson(std::string_view type) {
+  for (std::string_view other : {"multipart/", "application/xml", "text/xml", "application/grpc",
+                                 "application/x-protobuf", "application/protobuf",
+                                 "application/octet-stream"}) {
+    if (StartsWithIgnoreCase(type, other)) return true;
+  }
+  return false;
+}
+
+bool ReadFile(const std::string& path, std::string* out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  *out = buffer.str();
+  return true;
+}
+
+class GatewayImpl final : public Gateway {
+ public:
+  GatewayImpl(const HttpOptions& options, const server::ServiceContext& context,
+              prometheus::Registry& registry, RouteTable routes)
+      : options_(options),
+        context_(context),
+        routes_(std::move(routes)),
+        metrics_(registry),
+        access_log_(context.access_log
+                        ? std::make_unique<HttpAccessLog>(context.config->log_format == "json")
+                        : nullptr) {}
+
+  absl::Status Listen() {
+    ServerLimits limits;
+    limits.max_header_bytes = options_.max_header_bytes;
+    limits.max_body_bytes = options_.max_body_bytes;
+    limits.max_connections = options_.max_connections;
+    limits.idle_timeout = std::chrono::milliseconds(options_.idle_timeout_ms);
+    limits.read_timeout = std::chrono::milliseconds(options_.read_timeout_ms);
+    limits.write_timeout = std::chrono::milliseconds(options_.write_timeout_ms);
+    ServerHooks hooks;
+    hooks.handle = [this](std::shared_ptr<Exchange> exchange) { Handle(std::move(exchange)); };
+    hooks.error_body = [](const absl::Status& status) { return StatusJson(status); };
+    hooks.rejected = [this](int status, std::string_view reason, std::string_view peer) {
+      metrics_.Record("-", status, 0);
+      if (access_log_) access_log_->Write("-", "-", status, 0, 0, peer);
+      server::ServerLog()->debug("http: answered {} to {}: {}", status, peer, reason);
+    };
+    hooks.connections = [this](int delta) { metrics_.Connections(delta); };
+    auto server = HttpServer::Start(options_.listen, options_.threads, limits, std::move(hooks));
+    if (!server.ok()) return server.status();
+    server_ = std::move(*server);
+    return absl::OkStatus();
+  }
+
+  const std::string& address() const override { return server_->address(); }
+  void Shutdown(std::chrono::milliseconds grace) override {
+    if (server_) server_->Shutdown(grace);
+  }
+
+ private:
+  // Records the metrics and the access log line of one request.
+  struct Record {
+    std::string method;
+    std::string path;
+    std::string route;
+    std::string peer;
+    Clock::time_point start = Clock::now();
+  };
+  void Finish(const Record& r, int status, size_t bytes) {
+    double seconds = std::chrono::duration<double>(Clock::now() - r.start).count();
+    metrics_.Record(r.route, status, seconds);
+    if (access_log_) access_log_->Write(r.method, r.path, status, seconds, bytes, r.peer);
+  }
+
+  void Reply(const std::shared_ptr<Exchange>& exchange, const Record& record, Response response) {
+    response.set(bhttp::field::server, "feed-server");
+    int status = static_cast<int>(response.result_int());
+    size_t bytes = response.body().size();
+    exchange->Respond(std::move(response));
+    Finish(record, status, bytes);
+  }
+
+  void ReplyStatus(const std::shared_ptr<Exchange>& exchange, const Record& record,
+                   const absl::Status& status, int http_status = 0) {
+    Response response(static_cast<bhttp::status>(http_status ? http_status
+                                                             : HttpStatusOf(status.code())),
+                      11);
+    response.set(bhttp::field::content_type, "application/json");
+    response.body() = StatusJson(status);
+    Reply(exchange, record, std::move(response));
+  }
+
+  void Handle(std::shared_ptr<Exchange> exchange) {
+    const Request& request = exchange->request();
+    std::string_view target(request.target().data(), request.target().size());
+    size_t question = target.find('?');
+    std::string_view path = target.substr(0, question);
+    std::string_view query = question == std::string_view::npos ? "" : target.substr(question + 1);
+    std::string_view verb(request.method_string().data(), request.method_string().size());
+    Record record{std::string(verb), std::string(path), "-", exchange->peer()};
+
+    if (verb == "GET" && ServeBuiltIn(exchange, record, path)) return;
+
+    std::vector<std::pair<std::string, std::string>> variables;
+    std::vector<std::string> allowed;
+    const Route* route = routes_.Find(verb, path, &variables, &allowed);
+    if (route == nullptr) {
+      if (!allowed.empty()) {
+        std::string allow;
+        for (const auto& a : allowed) allow += (allow.empty() ? "" : ", ") + a;
+        Response response(bhttp::status::method_not_allowed, 11);
+        response.set(bhttp::field::allow, allow);
+        response.set(bhttp::field::content_type, "application/json");
+        response.body() = StatusJson(absl::UnimplementedError(
+            fmt::format("{} is not served for {}; allowed: {}", verb, path, allow)));
+        return Reply(exchange, record, std::move(response));
+      }
+      return ReplyStatus(exchange, record,
+                         absl::NotFoundError(fmt::format("no route for {} {}", verb, path)));
+    }
+    record.route = route->label;
+
+    std::string_view body(request.body());
+    auto content_type = request[bhttp::field::content_type];
+    std::string_view type(content_type.data(), content_type.size());
+    if (!body.empty() && IsCertainlyNotJson(type)) {
+      return ReplyStatus(exchange, record,
+                         absl::InvalidArgumentError(fmt::format(
+                             "Content-Type: '{}' is not JSON; send the request as JSON", type)),
+                         415);
+    }
+
+    const auto* prototype =
+        google::protobuf::MessageFactory::generated_factory()->GetPrototype(route->method->input_type());
+    std::unique_ptr<google::protobuf::Message> message(prototype->New());
+    TranscodeOptions transcode{options_.ignore_unknown_fields};
+    if (absl::Status built = BuildRequest(*route, variables, query, body, transcode, message.get());
+        !built.ok()) {
+      return ReplyStatus(exchange, record, built);
+    }
+    if (route->server_streaming) return OpenStream(exchange, record, *route, std::move(message));
+    RunUnary(exchange, std::move(record), *route, *message);
+  }
+
+  void RunUnary(const std::shared_ptr<Exchange>& exchange, Record record, const Route& route,
+                google::protobuf::Message& message) {
+    const server::Operation* operation = server::FindOperation(route.grpc_method);
+    if (operation == nullptr) {
+      return ReplyStatus(exchange, record,
+                         absl::UnimplementedError(fmt::format("{} has no operation", route.grpc_method)));
+    }
+    server::CallOptions call;
+    if (auto it = exchange->request().find("Idempotency-Key"); it != exchange->request().end()) {
+      call.idempotency_key = std::string(it->value());
+    }
+    operation->Run(
+        *context_.core, message, std::move(call),
+        [this, exchange, record = std::move(record), route = &route](
+            const absl::Status& status, const google::protobuf::Message* reply) {
+          if (!status.ok()) return ReplyStatus(exchange, record, status);
+          Response response(bhttp::status::ok, 11);
+          response.set(bhttp::field::content_type, "application/json");
+          if (!route->created_field.empty()) {
+            std::string id = FindStringField(*reply, route->created_field);
+            if (!id.empty()) {
+              response.result(bhttp::status::created);
+              response.set(bhttp::field::location, route->created_prefix + "/" + id);
+            }
+          }
+          if (IsReplayed(*reply)) response.set("Idempotent-Replayed", "true");
+          response.body() = ToJson(*reply);
+          Reply(exchange, record, std::move(response));
+        });
+  }
+
+  void OpenStream(const std::shared_ptr<Exchange>& exchange, Record record, const Route& route,
+                  std::unique_ptr<google::protobuf::Message> message) {
+    const Request& request = exchange->request();
+    auto accept = request[bhttp::field::accept];
+    Framing framing = std::string_view(accept.data(), accept.size()).find("text/event-stream") !=
+                              std::string_view::npos
+                          ? Framing::kServerSentEvents
+                          : Framing::kNdjson;
+    auto done = [this, record](const StreamEnd& end) { Finish(record, end.http_status, end.bytes); };
+    if (auto* watch = dynamic_cast<inventory::v1::WatchStockRequest*>(message.get())) {
+      if (auto it = request.find("Last-Event-ID"); it != request.end()) {
+        uint64_t after = 0;
+        std::string_view value(it->value().data(), it->value().size());
+        if (!ParseNumber(value, &after)) {
+          return ReplyStatus(exchange, record,
+                             absl::InvalidArgumentError(fmt::format(
+                                 "Last-Event-ID: '{}' is not a sequence number", value)));
+        }
+        watch->set_resume_after_sequence(after);
+      }
+      return ServeStockStream(context_, exchange, std::move(*watch), framing, std::move(done));
+    }
+    if (auto* orders = dynamic_cast<order::v1::OrderSubscriptionRequest*>(message.get())) {
+      return ServeOrderStream(context_, exchange, std::move(*orders), framing, std::move(done));
+    }
+    ReplyStatus(exchange, record,
+                absl::UnimplementedError(fmt::format("{} is not served over HTTP", route.grpc_method)));
+  }
+
+  // /healthz, /openapi.json, /swaggerui/...: true when answered.
+  bool ServeBuiltIn(const std::shared_ptr<Exchange>& exchange, Record& record,
+                    std::string_view path) {
+    if (path == "/healthz") {
+      record.route = "GET /healthz";
+      Response response(bhttp::status::ok, 11);
+      response.set(bhttp::field::content_type, "application/json");
+      response.body() = R"({"status":"SERVING"})";
+      Reply(exchange, record, std::move(response));
+      return true;
+    }
+    if (path == "/openapi.json" && !options_.openapi_file.empty()) {
+      record.route = "GET /openapi.json";
+      ServeFile(exchange, record, options_.openapi_file, "application/json");
+      return true;
+    }
+    if (options_.swagger_ui_dir.empty() || !path.starts_with("/swaggerui")) return false;
+    record.route = "GET /swaggerui/";
+    if (path == "/swaggerui") {
+      Response response(bhttp::status::moved_permanently, 11);
+      response.set(bhttp::field::location, "/swaggerui/");
+      Reply(exchange, record, std::move(response));
+      return true;
+    }
+    std::string_view file = path.substr(std::string_view("/swaggerui/").size());
+    if (file.empty()) file = "index.html";
+    if (file == "swagger-initializer.js") {
+      // Swagger UI's start-up script, pointed at this server's document.
+      Response response(bhttp::status::ok, 11);
+      response.set(bhttp::field::content_type, "application/javascript");
+      response.body() =
+          "window.onload = function () {\n"
+          "  window.ui = SwaggerUIBundle({url: '/openapi.json', dom_id: '#swagger-ui',\n"
+          "    deepLinking: true, presets: [SwaggerUIBundle.presets.apis, "
+          "SwaggerUIStandalonePreset],\n"
+          "    plugins: [SwaggerUIBundle.plugins.DownloadUrl], layout: 'StandaloneLayout'});\n"
+          "};\n";
+      Reply(exchange, record, std::move(response));
+      return true;
+    }
+    if (file.find('/') != std::string_view::npos || file.find("..") != std::string_view::npos) {
+      ReplyStatus(exchange, record, absl::NotFoundError(fmt::format("no such file: {}", path)));
+      return true;
+    }
+    ServeFile(exchange, record, options_.swagger_ui_dir + "/" + std::string(file),
+              ContentTypeOf(file));
+    return true;
+  }
+
+  void ServeFile(const std::shared_ptr<Exchange>& exchange, const Record& record,
+                 const std::string& file, std::string_view content_type) {
+    Response response(bhttp::status::ok, 11);
+    if (!ReadFile(file, &response.body())) {
+      return ReplyStatus(exchange, record,
+                         absl::NotFoundError(fmt::format("not found: {}", record.path)));
+    }
+    response.set(bhttp::field::content_type,
+                 boost::beast::string_view(content_type.data(), content_type.size()));
+    Reply(exchange, record, std::move(response));
+  }
+
+  const HttpOptions options_;
+  const server::ServiceContext context_;
+  const RouteTable routes_;
+  HttpMetrics metrics_;
+  std::unique_ptr<HttpAccessLog> access_log_;
+  std::unique_ptr<HttpServer> server_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Gateway>> Gateway::Start(const HttpOptions& options,
+                                                        const server::ServiceContext& context,
+                                                        prometheus::Registry& registry) {
+  auto routes = RouteTable::FromServices(kServices);
+  if (!routes.ok()) return routes.status();
+  auto gateway = std::make_unique<GatewayImpl>(options, context, registry, std::move(*routes));
+  if (absl::Status s = gateway->Listen(); !s.ok()) return s;
+  return std::unique_ptr<Gateway>(std::move(gateway));
+}
+
+}  // namespace feed::http

@@ -1,0 +1,463 @@
+#include "http_server.h"
+
+#include <pthread.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "boost/asio/dispatch.hpp"
+#include "boost/asio/io_context.hpp"
+#include "boost/asio/ip/tcp.hpp"
+#include "boost/asio/post.hpp"
+#include "boost/asio/strand.hpp"
+#include "boost/asio/write.hpp"
+#include "boost/beast/core.hpp"
+#include "boost/beast/http.hpp"
+#include "fmt/format.h"
+
+namespace feed::http {
+
+namespace {
+
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+
+class ServerImpl;
+
+// One connection: reads a request, hands it to the handler, writes its response (or its
+// stream), then reads the next one. Everything runs on the connection's strand.
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(tcp::socket socket, ServerImpl* server);
+  ~Session();
+
+  void Start(bool reject);
+  // From the server's shutdown: idle connections close now, busy ones after their response.
+  void Drain();
+  void Close();
+
+  // Exchange and stream support; each posts to the strand.
+  void Respond(Response response);
+  void StartStream(Response head);
+  void WriteChunk(std::string chunk, std::function<void(bool)> done);
+  void EndStream(std::string last_chunk, std::function<void()> after);
+
+  const Request& request() const { return request_; }
+  const std::string& peer() const { return peer_; }
+
+ private:
+  void ReadHeader();
+  void OnHeader(beast::error_code ec);
+  void OnRequest(beast::error_code ec);
+  void RejectRead(beast::error_code ec);
+  void SendError(bhttp::status status, const absl::Status& why);
+  void WriteResponse(std::shared_ptr<Response> response);
+  void AfterResponse(bool ok);
+
+  beast::tcp_stream stream_;
+  ServerImpl* server_;
+  std::string peer_;
+  beast::flat_buffer buffer_;
+  std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  Request request_;
+  bool busy_ = false;      // a request is being answered
+  bool draining_ = false;  // close after the response in flight
+  bool closed_ = false;
+  bool keep_alive_ = true;
+  // The stream in progress: its header serializer and body chunks.
+  std::shared_ptr<bhttp::response<bhttp::empty_body>> stream_head_;
+  std::shared_ptr<bhttp::response_serializer<bhttp::empty_body>> stream_serializer_;
+};
+
+class ExchangeImpl final : public Exchange,
+                           public StreamWriter,
+                           public std::enable_shared_from_this<ExchangeImpl> {
+ public:
+  explicit ExchangeImpl(std::shared_ptr<Session> session) : session_(std::move(session)) {}
+
+  const Request& request() const override { return session_->request(); }
+  const std::string& peer() const override { return session_->peer(); }
+  void Respond(Response response) override {
+    if (answered_.exchange(true)) return;
+    session_->Respond(std::move(response));
+  }
+  std::shared_ptr<StreamWriter> StartStream(Response head) override;
+  void Write(std::string chunk, std::function<void(bool)> done) override {
+    session_->WriteChunk(std::move(chunk), std::move(done));
+  }
+  void End(std::string last_chunk, std::function<void()> after) override {
+    if (ended_.exchange(true)) return;
+    session_->EndStream(std::move(last_chunk), std::move(after));
+  }
+  void Abort() override { session_->Close(); }
+
+ private:
+  std::shared_ptr<Session> session_;
+  std::atomic<bool> answered_{false};
+  std::atomic<bool> ended_{false};
+};
+
+class ServerImpl final : public HttpServer {
+ public:
+  ServerImpl(int threads, ServerLimits limits, ServerHooks hooks)
+      : limits_(limits),
+        hooks_(std::move(hooks)),
+        ioc_(threads),
+        acceptor_(net::make_strand(ioc_)),
+        threads_(threads) {}
+  ~ServerImpl() override { Shutdown(std::chrono::milliseconds(0)); }
+
+  absl::Status Listen(const std::string& listen);
+  const std::string& address() const override { return address_; }
+  void Shutdown(std::chrono::milliseconds grace) override;
+
+  const ServerLimits& limits() const { return limits_; }
+  const ServerHooks& hooks() const { return hooks_; }
+  void Added(Session* s, const std::shared_ptr<Session>& session) {
+    std::lock_guard lock(mu_);
+    sessions_[s] = session;
+  }
+  void Removed(Session* s) {
+    std::lock_guard lock(mu_);
+    sessions_.erase(s);
+    cv_.notify_all();
+  }
+
+ private:
+  void Accept();
+
+  const ServerLimits limits_;
+  const ServerHooks hooks_;
+  net::io_context ioc_;
+  tcp::acceptor acceptor_;
+  int threads_;
+  std::vector<std::thread> workers_;
+  std::string address_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::unordered_map<Session*, std::weak_ptr<Session>> sessions_;
+  bool shut_down_ = false;
+};
+
+// --- Session ---------------------------------------------------------------------------
+
+Session::Session(tcp::socket socket, ServerImpl* server)
+    : stream_(std::move(socket)), server_(server) {
+  beast::error_code ec;
+  auto endpoint = stream_.socket().remote_endpoint(ec);
+  peer_ = ec ? "unknown" : fmt::format("{}:{}", endpoint.address().to_string(), endpoint.port());
+  if (server_->hooks().connections) server_->hooks().connections(+1);
+}
+
+Session::~Session() {
+  if (server_->hooks().connections) server_->hooks().connections(-1);
+  server_->Removed(this);
+}
+
+void Session::Start(bool reject) {
+  server_->Added(this, shared_from_this());
+  net::dispatch(stream_.get_executor(), [self = shared_from_this(), reject] {
+    if (reject) {
+      self->keep_alive_ = false;
+      self->busy_ = true;
+      self->SendError(bhttp::status::service_unavailable,
+                      absl::UnavailableError(fmt::format(
+                          "too many connections (limit {}, --http-max-connections)",
+                          self->server_->limits().max_connections)));
+      return;
+    }
+    self->ReadHeader();
+  });
+}
+
+void Session::Drain() {
+  net::post(stream_.get_executor(), [self = shared_from_this()] {
+    self->draining_ = true;
+    if (!self->busy_) self->Close();
+  });
+}
+
+void Session::Close() {
+  net::post(stream_.get_executor(), [self = shared_from_this()] {
+    if (self->closed_) return;
+    self->closed_ = true;
+    beast::error_code ec;
+    self->stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+    self->stream_.close();
+  });
+}
+
+void Session::ReadHeader() {
+  if (draining_ || closed_) return Close();
+  parser_.emplace();
+  parser_->header_limit(static_cast<uint32_t>(server_->limits().max_header_bytes));
+  parser_->body_limit(server_->limits().max_body_bytes);
+  stream_.expires_after(server_->limits().idle_timeout);
+  bhttp::async_read_header(stream_, buffer_, *parser_,
+                           [self = shared_from_this()](beast::error_code ec, size_t) {
+                             self->OnHeader(ec);
+                           });
+}
+
+void Session::OnHeader(beast::error_code ec) {
+  if (ec) return RejectRead(ec);
+  stream_.expires_after(server_->limits().read_timeout);
+  bhttp::async_read(stream_, buffer_, *parser_,
+                    [self = shared_from_this()](beast::error_code ec, size_t) {
+                      self->OnRequest(ec);
+                    });
+}
+
+void Session::OnRequest(beast::error_code ec) {
+  if (ec) return RejectRead(ec);
+  stream_.expires_never();
+  request_ = parser_->release();
+  keep_alive_ = request_.keep_alive();
+  busy_ = true;
+  server_->hooks().handle(std::make_shared<ExchangeImpl>(shared_from_this()));
+}
+
+// A request that could not be read: answered when there is something to say, else closed.
+void Session::RejectRead(beast::error_code ec) {
+  keep_alive_ = false;
+  busy_ = true;
+  if (ec == bhttp::error::end_of_stream || ec == net::error::eof ||
+      ec == net::error::connection_reset || ec == net::error::operation_aborted || closed_) {
+    return Close();
+  }
+  if (ec == beast::error::timeout) {
+    // Nothing arrived on an idle connection: close quietly; a request begun but not
+    // finished in time gets 408.
+    if (parser_ && !parser_->got_some()) return Close();
+    return SendError(bhttp::status::request_timeout,
+                     absl::DeadlineExceededError(
+                         "request not received in time (--http-idle-timeout-ms / "
+                         "--http-read-timeout-ms)"));
+  }
+  if (ec == bhttp::error::header_limit) {
+    return SendError(bhttp::status::request_header_fields_too_large,
+                     absl::ResourceExhaustedError(fmt::format(
+                         "request header larger than {} bytes (--http-max-header-bytes)",
+                         server_->limits().max_header_bytes)));
+  }
+  if (ec == bhttp::error::body_limit) {
+    return SendError(bhttp::status::payload_too_large,
+                     absl::ResourceExhaustedError(fmt::format(
+                         "request body larger than {} bytes (--http-max-body-bytes)",
+                         server_->limits().max_body_bytes)));
+  }
+  SendError(bhttp::status::bad_request,
+            absl::InvalidArgumentError(fmt::format("malformed HTTP request: {}", ec.message())));
+}
+
+void Session::SendError(bhttp::status status, const absl::Status& why) {
+  if (server_->hooks().rejected) {
+    server_->hooks().rejected(static_cast<int>(status),
+                              std::string_view(why.message().data(), why.message().size()), peer_);
+  }
+  auto response = std::make_shared<Response>(status, 11);
+  response->set(bhttp::field::content_type, "application/json");
+  response->body() = server_->hooks().error_body(why);
+  WriteResponse(std::move(response));
+}
+
+void Session::Respond(Response response) {
+  net::post(stream_.get_executor(),
+            [self = shared_from_this(), r = std::make_shared<Response>(std::move(response))] {
+              self->WriteResponse(r);
+            });
+}
+
+void Session::WriteResponse(std::shared_ptr<Response> response) {
+  if (closed_) return;
+  response->keep_alive(keep_alive_ && !draining_);
+  response->prepare_payload();
+  stream_.expires_after(server_->limits().write_timeout);
+  bhttp::async_write(stream_, *response,
+                     [self = shared_from_this(), response](beast::error_code ec, size_t) {
+                       self->AfterResponse(!ec);
+                     });
+}
+
+void Session::AfterResponse(bool ok) {
+  busy_ = false;
+  if (!ok || !keep_alive_ || draining_) return Close();
+  ReadHeader();
+}
+
+void Session::StartStream(Response head) {
+  net::post(stream_.get_executor(), [self = shared_from_this(),
+                                     h = std::make_shared<Response>(std::move(head))] {
+    if (self->closed_) return;
+    self->stream_head_ = std::make_shared<bhttp::response<bhttp::empty_body>>(h->result(), 11);
+    for (const auto& field : *h) self->stream_head_->set(field.name_string(), field.value());
+    self->stream_head_->keep_alive(self->keep_alive_ && !self->draining_);
+    self->stream_head_->chunked(true);
+    self->stream_serializer_ =
+        std::make_shared<bhttp::response_serializer<bhttp::empty_body>>(*self->stream_head_);
+    self->stream_.expires_after(self->server_->limits().write_timeout);
+    bhttp::async_write_header(self->stream_, *self->stream_serializer_,
+                              [self](beast::error_code ec, size_t) {
+                                if (ec) self->Close();
+                              });
+  });
+}
+
+void Session::WriteChunk(std::string chunk, std::function<void(bool)> done) {
+  net::post(stream_.get_executor(), [self = shared_from_this(),
+                                     data = std::make_shared<std::string>(std::move(chunk)),
+                                     done = std::move(done)]() mutable {
+    if (self->closed_) return done(false);
+    self->stream_.expires_after(self->server_->limits().write_timeout);
+    net::async_write(self->stream_, bhttp::make_chunk(net::buffer(*data)),
+                     [self, data, done = std::move(done)](beast::error_code ec, size_t) {
+                       if (ec) self->Close();
+                       done(!ec);
+                     });
+  });
+}
+
+void Session::EndStream(std::string last_chunk, std::function<void()> after) {
+  net::post(stream_.get_executor(),
+            [self = shared_from_this(), data = std::make_shared<std::string>(std::move(last_chunk)),
+             after = std::move(after)] {
+              if (self->closed_) return after();
+              self->stream_.expires_after(self->server_->limits().write_timeout);
+              auto finish = [self, after](beast::error_code ec, size_t) {
+                self->stream_serializer_.reset();
+                self->stream_head_.reset();
+                self->AfterResponse(!ec);
+                after();
+              };
+              if (data->empty()) {
+                net::async_write(self->stream_, bhttp::make_chunk_last(), finish);
+                return;
+              }
+              net::async_write(self->stream_, bhttp::make_chunk(net::buffer(*data)),
+                               [self, data, finish](beast::error_code ec, size_t n) {
+                                 if (ec) return finish(ec, n);
+                                 net::async_write(self->stream_, bhttp::make_chunk_last(), finish);
+                               });
+            });
+}
+
+std::shared_ptr<StreamWriter> ExchangeImpl::StartStream(Response head) {
+  if (answered_.exchange(true)) return nullptr;
+  session_->StartStream(std::move(head));
+  return std::static_pointer_cast<StreamWriter>(shared_from_this());
+}
+
+// --- ServerImpl ------------------------------------------------------------------------
+
+absl::Status ServerImpl::Listen(const std::string& listen) {
+  auto colon = listen.rfind(':');
+  if (colon == std::string::npos) {
+    return absl::InvalidArgumentError(fmt::format("--http-listen: expected HOST:PORT, got '{}'", listen));
+  }
+  std::string host = listen.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  beast::error_code ec;
+  auto address = net::ip::make_address(host, ec);
+  if (ec) {
+    return absl::InvalidArgumentError(
+        fmt::format("--http-listen: '{}' is not an IP address", host));
+  }
+  unsigned port = 0;
+  try {
+    port = static_cast<unsigned>(std::stoul(listen.substr(colon + 1)));
+  } catch (const std::exception&) {
+    return absl::InvalidArgumentError(fmt::format("--http-listen: bad port in '{}'", listen));
+  }
+  if (port > 65535) return absl::InvalidArgumentError(fmt::format("--http-listen: bad port in '{}'", listen));
+  tcp::endpoint endpoint(address, static_cast<uint16_t>(port));
+  acceptor_.open(endpoint.protocol(), ec);
+  if (!ec) acceptor_.set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor_.bind(endpoint, ec);
+  if (!ec) acceptor_.listen(net::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return absl::UnavailableError(fmt::format("cannot listen on {}: {}", listen, ec.message()));
+  }
+  auto bound = acceptor_.local_endpoint();
+  address_ = fmt::format("{}:{}", host, bound.port());
+  Accept();
+  for (int i = 0; i < threads_; ++i) {
+    workers_.emplace_back([this] {
+      pthread_setname_np(pthread_self(), "feed-http");
+      ioc_.run();
+    });
+  }
+  return absl::OkStatus();
+}
+
+void ServerImpl::Accept() {
+  acceptor_.async_accept(net::make_strand(ioc_), [this](beast::error_code ec, tcp::socket socket) {
+    if (ec) {
+      if (ec == net::error::operation_aborted || !acceptor_.is_open()) return;
+      Accept();
+      return;
+    }
+    size_t open = 0;
+    {
+      std::lock_guard lock(mu_);
+      open = sessions_.size();
+    }
+    std::make_shared<Session>(std::move(socket), this)->Start(open >= limits_.max_connections);
+    Accept();
+  });
+}
+
+void ServerImpl::Shutdown(std::chrono::milliseconds grace) {
+  {
+    std::lock_guard lock(mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+  }
+  net::post(acceptor_.get_executor(), [this] {
+    beast::error_code ec;
+    acceptor_.close(ec);
+  });
+  auto each = [this](auto fn) {
+    std::vector<std::shared_ptr<Session>> live;
+    {
+      std::lock_guard lock(mu_);
+      for (auto& [ptr, weak] : sessions_) {
+        if (auto s = weak.lock()) live.push_back(std::move(s));
+      }
+    }
+    for (auto& s : live) fn(*s);
+  };
+  each([](Session& s) { s.Drain(); });
+  {
+    std::unique_lock lock(mu_);
+    cv_.wait_for(lock, grace, [this] { return sessions_.empty(); });
+  }
+  each([](Session& s) { s.Close(); });
+  {
+    std::unique_lock lock(mu_);
+    cv_.wait_for(lock, std::chrono::seconds(2), [this] { return sessions_.empty(); });
+  }
+  ioc_.stop();
+  for (auto& t : workers_) {
+    if (t.joinable()) t.join();
+  }
+  workers_.clear();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const std::string& listen,
+                                                              int threads, ServerLimits limits,
+                                                              ServerHooks hooks) {
+  auto server = std::make_unique<ServerImpl>(threads, limits, std::move(hooks));
+  if (absl::Status s = server->Listen(listen); !s.ok()) return s;
+  return std::unique_ptr<HttpServer>(std::move(server));
+}
+
+}  // namespace feed::http
