@@ -233,6 +233,25 @@ def main(results, md_path):
                       f"{ms(wl.get('p50'))}, p99 {ms(wl.get('p99'))}, conflated {watch.get('conflated', 0)}."]
     lines.append("")
 
+    http = r.get("http")
+    if http:
+        lines += ["## HTTP gateway beside gRPC (bench/http.sh), same server, same data", "",
+                  f"{http['connections']} connections / calls in flight, {http['placement']}; "
+                  "one unit of a random catalogue SKU per reservation.", "",
+                  "| load | throughput | p50 | p99 | p99.9 | errors | server CPU per request |",
+                  "|---|---|---|---|---|---|---|"]
+        for label, key in (("gRPC `Reserve` (loadgen)", "grpc_reserve"),
+                           ("HTTP `POST /v1/reservations` (wrk)", "http_reserve"),
+                           ("HTTP `GET /healthz` (wrk, the HTTP ceiling)", "http_healthz")):
+            d = http[key]
+            lines.append(f"| {label} | {rate(d['per_s'])} | {d['p50_ms']:.2f} ms | "
+                         f"{d['p99_ms']:.2f} ms | {d['p999_ms']:.2f} ms | {int(d['errors'])} | "
+                         f"{d['cpu_us_per_request']:.0f} µs |")
+        lines += ["", f"Gateway ÷ gRPC `Reserve`: **{http['http_over_grpc']:.2f}** "
+                      f"(bar ≥ 0.80: {verdict(http['http_over_grpc'] >= 0.8)}); gateway "
+                      f"`Reserve` ÷ the HTTP ceiling: "
+                      f"{http['http_reserve']['per_s'] / http['http_healthz']['per_s']:.2f}.", ""]
+
     ghz = []
     for name in ["ghz_reserve", "ghz_create_order"]:
         d = r.get(name)

@@ -21,6 +21,7 @@ compose/install-deps.sh --go-tools
 export PATH="$REPO/.cache/gobin:$PATH"
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$BUILD" -j2 --target feed-server echo-server loadgen core_bench wire_size_bench \
+  feed_openapi \
   startup_bench feed-consumer feed-server-glibc alloc_counter
 
 SERVER="$BUILD/feed-server/feed-server"
@@ -223,6 +224,11 @@ if [ -z "${SKIP_HEAP:-}" ]; then
   heap_count heap_echo heap_echo_base heap_echo heap_echo_server --scenario echo
   heap_count heap heap_base heap_reserve heap_feed_server --scenario reserve "${COMMON[@]}"
 fi
+
+# 7. The HTTP gateway beside gRPC: wrk on POST /v1/reservations and GET /healthz, the load
+#    generator on Reserve, one server, the same data.
+say "http: gateway vs gRPC (bench/http.sh)"
+BUILD_DIR="$BUILD" BENCH_SECONDS="$SECS" bench/http.sh >&2
 
 python3 bench/report.py "$OUT" bench/RESULTS.md
 say "done: bench/RESULTS.md"
