@@ -6,8 +6,8 @@
 //                             commands in flight (N concurrent callers): group commit at work.
 //
 // Run: build/bench/core_bench --benchmark_counters_tabular=true
-#include <semaphore>
 #include <filesystem>
+#include <semaphore>
 
 #include "benchmark/benchmark.h"
 #include "core/inventory_core.h"
@@ -35,7 +35,9 @@ class NullStore : public storage::Store {
    private:
     size_t count_ = 0, bytes_ = 0;
   };
-  std::unique_ptr<storage::WriteGroup> NewWriteGroup() override { return std::make_unique<Group>(); }
+  std::unique_ptr<storage::WriteGroup> NewWriteGroup() override {
+    return std::make_unique<Group>();
+  }
   absl::Status Commit(storage::WriteGroup&, storage::CommitMode) override {
     return absl::OkStatus();
   }
@@ -92,16 +94,16 @@ void BM_ApplyInMemory(benchmark::State& state) {
   Seed(**core);
   for (auto _ : state) Drive(**core, state.range(0), 4096);
   state.SetItemsProcessed(state.iterations() * state.range(0));
-  state.counters["reservations_per_s"] =
-      benchmark::Counter(static_cast<double>(state.iterations() * state.range(0)),
-                         benchmark::Counter::kIsRate);
+  state.counters["reservations_per_s"] = benchmark::Counter(
+      static_cast<double>(state.iterations() * state.range(0)), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_ApplyInMemory)->Arg(200'000)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_CommitRocksDb(benchmark::State& state) {
   bool sync = state.range(0) == 1;
   int window = static_cast<int>(state.range(1));
-  std::string dir = std::filesystem::temp_directory_path() / ("feed-bench-" + std::to_string(getpid()));
+  std::string dir =
+      std::filesystem::temp_directory_path() / ("feed-bench-" + std::to_string(getpid()));
   std::filesystem::remove_all(dir);
   {
     storage::RocksDbOptions so;

@@ -8,15 +8,15 @@
 // killed server would), so the open replays the WAL; otherwise it is closed cleanly.
 // STARTUP_BENCH_DIR=path keeps the store there: a first run writes it, later runs only open
 // it (to profile or repeat the open alone: `perf record -g build/bench/startup_bench`).
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <string_view>
-
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "core/inventory_core.h"
 #include "events/v1/events.pb.h"
@@ -29,9 +29,10 @@ int main(int argc, char** argv) {
   const bool crash = argc > 3 && std::string_view(argv[3]) == "crash";
   const char* kept_dir = std::getenv("STARTUP_BENCH_DIR");
   const bool keep = kept_dir != nullptr && *kept_dir != '\0';
-  std::string dir = keep ? std::string(kept_dir)
-                         : (std::filesystem::temp_directory_path() /
-                            ("feed-startup-" + std::to_string(getpid()))).string();
+  std::string dir =
+      keep ? std::string(kept_dir)
+           : (std::filesystem::temp_directory_path() / ("feed-startup-" + std::to_string(getpid())))
+                 .string();
   const bool write = !(keep && std::filesystem::exists(dir));
   if (write) std::filesystem::remove_all(dir);
   storage::RocksDbOptions so;
@@ -117,12 +118,14 @@ int main(int argc, char** argv) {
     }
     ready_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_open).count();
     auto stats = (*core)->stats();
-    std::printf("startup_bench: %lld levels, %lld open holds%s: store+core ready in %.2f s "
-                "(store open %.2f s; recovered %zu levels, %zu holds; %s %.1f s)\n",
-                static_cast<long long>(levels), static_cast<long long>(holds), crash ? " after a crash" : "", ready_s, store_open_s,
-                stats.stock_levels, stats.held_reservations,
-                write ? "writing the store took" : "store kept from an earlier run, written in",
-                std::chrono::duration<double>(t1 - t0).count());
+    std::printf(
+        "startup_bench: %lld levels, %lld open holds%s: store+core ready in %.2f s "
+        "(store open %.2f s; recovered %zu levels, %zu holds; %s %.1f s)\n",
+        static_cast<long long>(levels), static_cast<long long>(holds),
+        crash ? " after a crash" : "", ready_s, store_open_s, stats.stock_levels,
+        stats.held_reservations,
+        write ? "writing the store took" : "store kept from an earlier run, written in",
+        std::chrono::duration<double>(t1 - t0).count());
   }
   if (!keep) std::filesystem::remove_all(dir);
   return ready_s <= 5.0 ? 0 : 3;

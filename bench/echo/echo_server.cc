@@ -19,6 +19,11 @@
 // reflection service is a *sync* service, so every server also gets the sync-server thread
 // manager ("grpcpp_sync_ser" threads, 1-2 pollers); they stay idle under Echo load.
 
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <pthread.h>
+
+#include <CLI/CLI.hpp>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -29,14 +34,7 @@
 #include <thread>
 #include <vector>
 
-#include <pthread.h>
-
 #include "absl/synchronization/mutex.h"
-
-#include <CLI/CLI.hpp>
-#include <grpcpp/ext/proto_server_reflection_plugin.h>
-#include <grpcpp/grpcpp.h>
-
 #include "echo.grpc.pb.h"
 
 namespace {

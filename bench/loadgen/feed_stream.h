@@ -12,15 +12,19 @@ namespace feed::loadgen {
 class FeedStream {
  public:
   FeedStream(Worker* w, InventoryService::Stub* stub, int window)
-      : w_(w), stub_(stub), window_(window), start_tag_(this, &FeedStream::OnStart),
-        read_tag_(this, &FeedStream::OnRead), write_tag_(this, &FeedStream::OnWrite),
+      : w_(w),
+        stub_(stub),
+        window_(window),
+        start_tag_(this, &FeedStream::OnStart),
+        read_tag_(this, &FeedStream::OnRead),
+        write_tag_(this, &FeedStream::OnWrite),
         finish_tag_(this, &FeedStream::OnFinish) {}
 
   void Start() {
     std::lock_guard lock(mu_);
-    ctx_.set_deadline(std::chrono::system_clock::now() +
-                      duration_cast<std::chrono::system_clock::duration>(w_->stream_deadline() -
-                                                                         Clock::now()));
+    ctx_.set_deadline(
+        std::chrono::system_clock::now() +
+        duration_cast<std::chrono::system_clock::duration>(w_->stream_deadline() - Clock::now()));
     rw_ = stub_->PrepareAsyncFeed(&ctx_, w_->cq());
     w_->OpStarted();
     rw_->StartCall(&start_tag_);
@@ -161,8 +165,8 @@ class FeedStream {
   const int window_;
   std::mutex mu_;
   grpc::ClientContext ctx_;
-  std::unique_ptr<grpc::ClientAsyncReaderWriter<inventory::v1::FeedRequest,
-                                                inventory::v1::FeedResponse>>
+  std::unique_ptr<
+      grpc::ClientAsyncReaderWriter<inventory::v1::FeedRequest, inventory::v1::FeedResponse>>
       rw_;
   inventory::v1::FeedRequest write_req_;
   inventory::v1::FeedResponse resp_;

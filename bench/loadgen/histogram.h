@@ -61,7 +61,9 @@ class Histogram {
   uint64_t clamped() const { return clamped_; }
   uint64_t max() const { return total_ ? max_ : 0; }
   uint64_t min() const { return total_ ? min_ : 0; }
-  double mean() const { return total_ ? static_cast<double>(sum_) / static_cast<double>(total_) : 0; }
+  double mean() const {
+    return total_ ? static_cast<double>(sum_) / static_cast<double>(total_) : 0;
+  }
 
   // The value below or at which p percent of the samples fall (highest equivalent value of the
   // bucket holding the ceil(p/100 * n)-th sample, capped at the recorded maximum).
@@ -78,9 +80,14 @@ class Histogram {
   }
 
   nlohmann::json Json() const {
-    return {{"count", total_},     {"p50", Percentile(50)},     {"p90", Percentile(90)},
-            {"p99", Percentile(99)}, {"p999", Percentile(99.9)}, {"max", max()},
-            {"min", min()},        {"mean", std::round(mean() * 10) / 10}};
+    return {{"count", total_},
+            {"p50", Percentile(50)},
+            {"p90", Percentile(90)},
+            {"p99", Percentile(99)},
+            {"p999", Percentile(99.9)},
+            {"max", max()},
+            {"min", min()},
+            {"mean", std::round(mean() * 10) / 10}};
   }
 
  private:
@@ -92,6 +99,8 @@ class Histogram {
   uint64_t min_ = UINT64_MAX;
 };
 
-inline std::string FmtMs(uint64_t us) { return fmt::format("{:.3f}", static_cast<double>(us) / 1000.0); }
+inline std::string FmtMs(uint64_t us) {
+  return fmt::format("{:.3f}", static_cast<double>(us) / 1000.0);
+}
 
 }  // namespace feed::loadgen

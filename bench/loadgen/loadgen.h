@@ -2,10 +2,15 @@
 // libraries. See main.cc for what the tool does.
 #pragma once
 
+#include <absl/status/status.h>
+#include <fmt/format.h>
+#include <grpc/support/time.h>
+#include <grpcpp/grpcpp.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -17,22 +22,16 @@
 #include <cstdlib>
 #include <deque>
 #include <fstream>
-#include <sstream>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <random>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
-
-#include <CLI/CLI.hpp>
-#include <absl/status/status.h>
-#include <fmt/format.h>
-#include <grpc/support/time.h>
-#include <grpcpp/grpcpp.h>
-#include <nlohmann/json.hpp>
 
 #include "echo.grpc.pb.h"
 #include "inventory/v1/inventory.grpc.pb.h"

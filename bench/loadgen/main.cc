@@ -80,7 +80,8 @@ int main(int argc, char** argv) {
   const Options& opt = sh.opt;
   if (opt.scenario != Scenario::kEcho) {
     sh.skus.reserve(static_cast<size_t>(opt.skus));
-    for (int i = 0; i < opt.skus; ++i) sh.skus.push_back(fmt::format("{}{:06d}", opt.sku_prefix, i));
+    for (int i = 0; i < opt.skus; ++i)
+      sh.skus.push_back(fmt::format("{}{:06d}", opt.sku_prefix, i));
   }
 
   FILE* report = opt.json ? stderr : stdout;
@@ -117,13 +118,17 @@ int main(int argc, char** argv) {
   RunFigures figures;
   if (opt.scenario != Scenario::kEcho && opt.seed) {
     SeedResult r = Seed(sh);
-    figures.seed = {{"skus", opt.skus}, {"ok", r.ok}, {"seconds", std::round(r.seconds * 1000) / 1000},
-                 {"errors", CodesJson(r.codes, true)}};
+    figures.seed = {{"skus", opt.skus},
+                    {"ok", r.ok},
+                    {"seconds", std::round(r.seconds * 1000) / 1000},
+                    {"errors", CodesJson(r.codes, true)}};
     std::fprintf(report, "seed: %d SKUs (%d hot x %lld, rest x %lld) in %.2f s, %llu ok%s\n",
                  opt.skus, opt.hot_skus, static_cast<long long>(opt.hot_stock),
                  static_cast<long long>(opt.stock), r.seconds,
                  static_cast<unsigned long long>(r.ok),
-                 r.ok == static_cast<uint64_t>(opt.skus) ? "" : fmt::format(", errors {}", CodesJson(r.codes, true).dump()).c_str());
+                 r.ok == static_cast<uint64_t>(opt.skus)
+                     ? ""
+                     : fmt::format(", errors {}", CodesJson(r.codes, true).dump()).c_str());
     if (r.ok == 0) return fail("seeding failed: " + CodesJson(r.codes, true).dump());
   }
 
@@ -141,7 +146,8 @@ int main(int argc, char** argv) {
     const bool need_message = opt.watch_filter == "sku";
     while (Clock::now() < connect_deadline &&
            (need_message ? sh.subs_connected.load() : sh.subs_started.load()) +
-                   sh.subs_ended.load() < opt.subscribers) {
+                   sh.subs_ended.load() <
+               opt.subscribers) {
       std::this_thread::sleep_for(milliseconds(5));
     }
   } else if (opt.scenario == Scenario::kFeed) {
@@ -186,5 +192,4 @@ int main(int argc, char** argv) {
   workers.clear();
   Report(sh, figures, report);
   return 0;
-
 }

@@ -51,8 +51,12 @@ struct Options {
 };
 
 constexpr int kNumCodes = 17;  // OK .. UNAUTHENTICATED
-inline std::string CodeName(int c) { return absl::StatusCodeToString(static_cast<absl::StatusCode>(c)); }
-inline int ClampCode(int c) { return c >= 0 && c < kNumCodes ? c : static_cast<int>(grpc::StatusCode::UNKNOWN); }
+inline std::string CodeName(int c) {
+  return absl::StatusCodeToString(static_cast<absl::StatusCode>(c));
+}
+inline int ClampCode(int c) {
+  return c >= 0 && c < kNumCodes ? c : static_cast<int>(grpc::StatusCode::UNKNOWN);
+}
 
 // Parses and checks the command line. Returns -1 to go on, or the exit code to return with
 // (usage, --help, an invalid value: said on stderr).

@@ -30,7 +30,8 @@ void Report(const Shared& sh, const RunFigures& run, FILE* report) {
   if (sh.business_precondition) errors_by_code[9] = 0;
 
   const char* mode = sh.open_loop ? "open" : "closed";
-  std::fprintf(report, "%s %s loop, %s, %d thread(s), %d channel(s), %s, %.1f s (+%.1f s warm-up)\n",
+  std::fprintf(report,
+               "%s %s loop, %s, %d thread(s), %d channel(s), %s, %.1f s (+%.1f s warm-up)\n",
                opt.scenario_name.c_str(), mode, opt.target.c_str(), opt.threads, opt.channels,
                sh.open_loop ? fmt::format("rate {:.0f}/s", opt.rate).c_str()
                : opt.scenario == Scenario::kFeed
@@ -40,7 +41,8 @@ void Report(const Shared& sh, const RunFigures& run, FILE* report) {
   std::fprintf(report, "  results   %llu (%.0f/s): ok %llu, sold out %llu, errors %llu %s\n",
                static_cast<unsigned long long>(all), static_cast<double>(all) / dur,
                static_cast<unsigned long long>(ok), static_cast<unsigned long long>(sold_out),
-               static_cast<unsigned long long>(errors), CodesJson(errors_by_code, true).dump().c_str());
+               static_cast<unsigned long long>(errors),
+               CodesJson(errors_by_code, true).dump().c_str());
   if (sh.open_loop) {
     std::fprintf(report,
                  "  intended  %.0f/s; sent late for lack of capacity (backlog) %llu, still unsent "
@@ -61,19 +63,21 @@ void Report(const Shared& sh, const RunFigures& run, FILE* report) {
   line("sched-lag", run.total.schedule_lag);
   if (opt.scenario == Scenario::kFeed) {
     std::fprintf(report, "  feed      streams started %d/%d, commands lost %llu, unmatched %llu\n",
-                 sh.feed_started.load(), opt.streams, static_cast<unsigned long long>(run.total.feed_lost),
+                 sh.feed_started.load(), opt.streams,
+                 static_cast<unsigned long long>(run.total.feed_lost),
                  static_cast<unsigned long long>(run.total.feed_unmatched));
   }
   if (opt.scenario == Scenario::kWatch) {
-    std::fprintf(report,
-                 "  watch     subscribers %d: started %d, connected %d at start (%.2f s), %d at "
-                 "the end; changes %llu (%llu in window, %.0f/s), snapshot rows %llu, conflated %llu\n",
-                 opt.subscribers, run.subs_started_at_start, run.subs_connected_at_start, run.connect_s,
-                 run.subs_connected_at_end, static_cast<unsigned long long>(run.total.watch_changes),
-                 static_cast<unsigned long long>(run.total.watch_changes_in_window),
-                 static_cast<double>(run.total.watch_changes_in_window) / dur,
-                 static_cast<unsigned long long>(run.total.watch_snapshot),
-                 static_cast<unsigned long long>(run.total.watch_conflated));
+    std::fprintf(
+        report,
+        "  watch     subscribers %d: started %d, connected %d at start (%.2f s), %d at "
+        "the end; changes %llu (%llu in window, %.0f/s), snapshot rows %llu, conflated %llu\n",
+        opt.subscribers, run.subs_started_at_start, run.subs_connected_at_start, run.connect_s,
+        run.subs_connected_at_end, static_cast<unsigned long long>(run.total.watch_changes),
+        static_cast<unsigned long long>(run.total.watch_changes_in_window),
+        static_cast<double>(run.total.watch_changes_in_window) / dur,
+        static_cast<unsigned long long>(run.total.watch_snapshot),
+        static_cast<unsigned long long>(run.total.watch_conflated));
     line("watch-lag", run.total.watch_lag);
   }
   uint64_t stream_errs = 0;
@@ -86,8 +90,9 @@ void Report(const Shared& sh, const RunFigures& run, FILE* report) {
                (cpu_user + cpu_sys) / dur);
   // Server and machine CPU over the measured window (--server-pid); "others" is everything
   // else on the machine (other processes): a disturbed run when it is large.
-  const double server_cores =
-      run.proc0.process >= 0 && run.proc1.process >= 0 ? (run.proc1.process - run.proc0.process) / dur : -1;
+  const double server_cores = run.proc0.process >= 0 && run.proc1.process >= 0
+                                  ? (run.proc1.process - run.proc0.process) / dur
+                                  : -1;
   const double machine_cores =
       run.proc0.machine_idle >= 0
           ? static_cast<double>(sysconf(_SC_NPROCESSORS_ONLN)) -
@@ -97,9 +102,11 @@ void Report(const Shared& sh, const RunFigures& run, FILE* report) {
   const double others_cores =
       server_cores >= 0 ? machine_cores - server_cores - (cpu_user + cpu_sys) / dur : -1;
   if (server_cores >= 0) {
-    std::fprintf(report, "  server    cpu %.2f cores (%.1f us per result); machine busy %.2f cores, others %.2f\n",
-                 server_cores, all ? server_cores * dur / static_cast<double>(all) * 1e6 : 0.0,
-                 machine_cores, others_cores);
+    std::fprintf(
+        report,
+        "  server    cpu %.2f cores (%.1f us per result); machine busy %.2f cores, others %.2f\n",
+        server_cores, all ? server_cores * dur / static_cast<double>(all) * 1e6 : 0.0,
+        machine_cores, others_cores);
   }
 
   if (opt.json) {
@@ -152,7 +159,8 @@ void Report(const Shared& sh, const RunFigures& run, FILE* report) {
                     {"run.connect_s", std::round(run.connect_s * 1000) / 1000},
                     {"changes", run.total.watch_changes},
                     {"changes_in_window", run.total.watch_changes_in_window},
-                    {"changes_per_s", std::round(static_cast<double>(run.total.watch_changes_in_window) / dur)},
+                    {"changes_per_s",
+                     std::round(static_cast<double>(run.total.watch_changes_in_window) / dur)},
                     {"snapshot_rows", run.total.watch_snapshot},
                     {"conflated", run.total.watch_conflated},
                     {"negative_lag", run.total.watch_negative_lag},

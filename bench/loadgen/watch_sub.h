@@ -9,13 +9,16 @@ namespace feed::loadgen {
 class WatchSub {
  public:
   WatchSub(Worker* w, InventoryService::Stub* stub)
-      : w_(w), stub_(stub), start_tag_(this, &WatchSub::OnStart),
-        read_tag_(this, &WatchSub::OnRead), finish_tag_(this, &WatchSub::OnFinish) {}
+      : w_(w),
+        stub_(stub),
+        start_tag_(this, &WatchSub::OnStart),
+        read_tag_(this, &WatchSub::OnRead),
+        finish_tag_(this, &WatchSub::OnFinish) {}
 
   void Start(const inventory::v1::WatchStockRequest& req) {
-    ctx_.set_deadline(std::chrono::system_clock::now() +
-                      duration_cast<std::chrono::system_clock::duration>(w_->stream_deadline() -
-                                                                         Clock::now()));
+    ctx_.set_deadline(
+        std::chrono::system_clock::now() +
+        duration_cast<std::chrono::system_clock::duration>(w_->stream_deadline() - Clock::now()));
     reader_ = stub_->PrepareAsyncWatchStock(&ctx_, req, w_->cq());
     w_->OpStarted();
     reader_->StartCall(&start_tag_);

@@ -13,7 +13,9 @@ void UnaryBase::Proceed(bool /*ok*/) {
 // ------------------------------------------------------------------------ worker methods ----
 
 Worker::Worker(int index, Shared* shared)
-    : index_(index), sh_(shared), opt_(shared->opt),
+    : index_(index),
+      sh_(shared),
+      opt_(shared->opt),
       rng_(shared->opt.rng_seed * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(index) + 1) {
   const int t = opt_.threads;
   max_inflight_ = std::max(1, opt_.max_inflight / t + (index < opt_.max_inflight % t ? 1 : 0));
@@ -24,11 +26,14 @@ Worker::~Worker() = default;
 
 int Worker::PickSku() {
   const int n = opt_.skus, h = opt_.hot_skus;
-  if (h > 0 && unit_(rng_) < opt_.hot_fraction) return static_cast<int>(rng_() % static_cast<uint64_t>(h));
+  if (h > 0 && unit_(rng_) < opt_.hot_fraction)
+    return static_cast<int>(rng_() % static_cast<uint64_t>(h));
   return h + static_cast<int>(rng_() % static_cast<uint64_t>(n - h));
 }
 
-std::string Worker::NextKey() { return fmt::format("lg{}-{}-{}", sh_->run_id, index_, ++key_counter_); }
+std::string Worker::NextKey() {
+  return fmt::format("lg{}-{}-{}", sh_->run_id, index_, ++key_counter_);
+}
 
 inventory::v1::ReserveRequest Worker::MakeReserve() {
   inventory::v1::ReserveRequest req;
@@ -212,9 +217,9 @@ void Worker::BeginStop(TimePoint /*now*/) {
 void Worker::Poll(TimePoint deadline) {
   auto delta = deadline - Clock::now();
   if (delta < Clock::duration::zero()) delta = Clock::duration::zero();
-  gpr_timespec when = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
-                                   gpr_time_from_nanos(duration_cast<nanoseconds>(delta).count(),
-                                                       GPR_TIMESPAN));
+  gpr_timespec when =
+      gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+                   gpr_time_from_nanos(duration_cast<nanoseconds>(delta).count(), GPR_TIMESPAN));
   void* tag = nullptr;
   bool ok = false;
   if (cq_.AsyncNext(&tag, &ok, when) != grpc::CompletionQueue::GOT_EVENT) return;
@@ -255,8 +260,10 @@ void Worker::Run() {
   int64_t t0_ns = 0;
   while ((t0_ns = sh_->t0_ns.load()) == 0) Poll(Clock::now() + milliseconds(5));
   t0_ = TimePoint(nanoseconds(t0_ns));
-  measure_start_ = t0_ + duration_cast<Clock::duration>(std::chrono::duration<double>(opt_.warmup_s));
-  end_ = measure_start_ + duration_cast<Clock::duration>(std::chrono::duration<double>(opt_.duration_s));
+  measure_start_ =
+      t0_ + duration_cast<Clock::duration>(std::chrono::duration<double>(opt_.warmup_s));
+  end_ = measure_start_ +
+         duration_cast<Clock::duration>(std::chrono::duration<double>(opt_.duration_s));
   hard_stop_ = end_ + duration_cast<Clock::duration>(std::chrono::duration<double>(opt_.drain_s));
 
   if (sh_->open_loop) {

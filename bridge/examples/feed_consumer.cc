@@ -43,8 +43,8 @@ struct Options {
   std::vector<std::string> topics = {"inventory.stock.v1", "orders.status.v1",
                                      "orders.receipts.v1"};
   bool from_beginning = false;
-  uint64_t max_events = 0;    // 0: no limit
-  int64_t idle_exit_ms = 0;   // 0: never
+  uint64_t max_events = 0;   // 0: no limit
+  int64_t idle_exit_ms = 0;  // 0: never
   size_t dedup_window = 1'000'000;
 };
 
@@ -197,9 +197,8 @@ int Run(const Options& o) {
   uint64_t printed = 0, duplicates = 0, undecodable = 0;
   while (!g_stop) {
     if (o.max_events > 0 && printed >= o.max_events) break;
-    if (o.idle_exit_ms > 0 &&
-        std::chrono::steady_clock::now() - last_activity >=
-            std::chrono::milliseconds(o.idle_exit_ms)) {
+    if (o.idle_exit_ms > 0 && std::chrono::steady_clock::now() - last_activity >=
+                                  std::chrono::milliseconds(o.idle_exit_ms)) {
       break;
     }
     rd_kafka_message_t* msg = rd_kafka_consumer_poll(rk, 100);

@@ -23,12 +23,12 @@ using ProducerHandle = std::unique_ptr<rd_kafka_t, KafkaDeleter<&rd_kafka_destro
 using ConfHandle = std::unique_ptr<rd_kafka_conf_t, KafkaDeleter<&rd_kafka_conf_destroy>>;
 using QueueHandle = std::unique_ptr<rd_kafka_queue_t, KafkaDeleter<&rd_kafka_queue_destroy>>;
 using TopicHandle = std::unique_ptr<rd_kafka_topic_t, KafkaDeleter<&rd_kafka_topic_destroy>>;
-using HeadersHandle =
-    std::unique_ptr<rd_kafka_headers_t, KafkaDeleter<&rd_kafka_headers_destroy>>;
+using HeadersHandle = std::unique_ptr<rd_kafka_headers_t, KafkaDeleter<&rd_kafka_headers_destroy>>;
 using EventHandle = std::unique_ptr<rd_kafka_event_t, KafkaDeleter<&rd_kafka_event_destroy>>;
 using AdminOptionsHandle =
     std::unique_ptr<rd_kafka_AdminOptions_t, KafkaDeleter<&rd_kafka_AdminOptions_destroy>>;
-using NewTopicHandle = std::unique_ptr<rd_kafka_NewTopic_t, KafkaDeleter<&rd_kafka_NewTopic_destroy>>;
+using NewTopicHandle =
+    std::unique_ptr<rd_kafka_NewTopic_t, KafkaDeleter<&rd_kafka_NewTopic_destroy>>;
 using MetadataHandle =
     std::unique_ptr<const rd_kafka_metadata_t, KafkaDeleter<&rd_kafka_metadata_destroy>>;
 

@@ -9,9 +9,12 @@ namespace feed::bridge::internal {
 
 const std::string& TopicName(const RelayOptions& options, TopicKind kind) {
   switch (kind) {
-    case TopicKind::kStock: return options.stock_topic;
-    case TopicKind::kOrderStatus: return options.order_status_topic;
-    case TopicKind::kReceipt: return options.receipt_topic;
+    case TopicKind::kStock:
+      return options.stock_topic;
+    case TopicKind::kOrderStatus:
+      return options.order_status_topic;
+    case TopicKind::kReceipt:
+      return options.receipt_topic;
   }
   return options.stock_topic;
 }
@@ -19,10 +22,14 @@ const std::string& TopicName(const RelayOptions& options, TopicKind kind) {
 TopicKind TopicFor(const events::v1::Event& event, bool* routed) {
   *routed = true;
   switch (event.payload_case()) {
-    case events::v1::Event::kStockChanged: return TopicKind::kStock;
-    case events::v1::Event::kOrderStatusChanged: return TopicKind::kOrderStatus;
-    case events::v1::Event::kReceipt: return TopicKind::kReceipt;
-    case events::v1::Event::PAYLOAD_NOT_SET: break;
+    case events::v1::Event::kStockChanged:
+      return TopicKind::kStock;
+    case events::v1::Event::kOrderStatusChanged:
+      return TopicKind::kOrderStatus;
+    case events::v1::Event::kReceipt:
+      return TopicKind::kReceipt;
+    case events::v1::Event::PAYLOAD_NOT_SET:
+      break;
   }
   const std::string_view type = event.type();
   if (type == event_types::kStockChanged) return TopicKind::kStock;

@@ -1,14 +1,16 @@
 // The outbox relay. One thread (the relay thread, feed-relay) owns the producer, the window
-// of records in flight and the cursor (outbox_window.h); other threads only set flags (Notify, Shutdown) and read atomics
-// (stats). Delivery reports, error events and admin results are served by the relay thread
-// itself (rd_kafka_poll), so every callback below runs on it, except the log callback and the
-// queue wake-up callback, which librdkafka calls from its own threads.
+// of records in flight and the cursor (outbox_window.h); other threads only set flags (Notify,
+// Shutdown) and read atomics (stats). Delivery reports, error events and admin results are served
+// by the relay thread itself (rd_kafka_poll), so every callback below runs on it, except the log
+// callback and the queue wake-up callback, which librdkafka calls from its own threads.
 //
 // The cycle: read outbox entries from the window's next_read and produce them while fewer than
 // max_in_flight are unacknowledged; serve delivery reports; delete the lowest contiguous
 // acknowledged prefix from the outbox together with the new relay_cursor (one WriteGroup,
 // CommitMode::kNoSync: a lost cursor only means a redelivery); sleep until Notify(), a Kafka
 // event, or idle_poll_ms.
+
+#include "bridge/relay.h"
 
 #include <pthread.h>
 
@@ -25,10 +27,9 @@
 #include <vector>
 
 #include "backoff.h"
-#include "bridge/relay.h"
 #include "common/log_rate_limit.h"
-#include "fmt/format.h"
 #include "events/v1/events.pb.h"
+#include "fmt/format.h"
 #include "google/protobuf/util/time_util.h"
 #include "kafka_handles.h"
 #include "logging.h"
@@ -89,8 +90,7 @@ struct Delivery {
 };
 
 bool UnknownTopicError(rd_kafka_resp_err_t err) {
-  return err == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC ||
-         err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART;
+  return err == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC || err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART;
 }
 
 absl::Status ValidateOptions(const RelayOptions& o) {
@@ -99,14 +99,17 @@ absl::Status ValidateOptions(const RelayOptions& o) {
     if (t->empty()) return absl::InvalidArgumentError("relay: a topic name is empty");
   }
   if (o.partitions < 1 && o.partitions != -1) {
-    return absl::InvalidArgumentError(
-        fmt::format("relay: partitions must be >= 1 (or -1: broker default), got {}", o.partitions));
+    return absl::InvalidArgumentError(fmt::format(
+        "relay: partitions must be >= 1 (or -1: broker default), got {}", o.partitions));
   }
   if (o.replication_factor < 1 && o.replication_factor != -1) {
-    return absl::InvalidArgumentError(fmt::format("relay: replication_factor must be >= 1 (or -1: broker default), got {}", o.replication_factor));
+    return absl::InvalidArgumentError(
+        fmt::format("relay: replication_factor must be >= 1 (or -1: broker default), got {}",
+                    o.replication_factor));
   }
   if (o.max_in_flight < 1 || o.max_in_flight > kMaxInFlightLimit) {
-    return absl::InvalidArgumentError(fmt::format("relay: max_in_flight must be in [1, {}], got {}", kMaxInFlightLimit, o.max_in_flight));
+    return absl::InvalidArgumentError(fmt::format("relay: max_in_flight must be in [1, {}], got {}",
+                                                  kMaxInFlightLimit, o.max_in_flight));
   }
   if (o.read_batch < 1) return absl::InvalidArgumentError("relay: read_batch must be >= 1");
   if (o.idle_poll_ms < 1) return absl::InvalidArgumentError("relay: idle_poll_ms must be >= 1");
@@ -200,7 +203,7 @@ class RelayImpl final : public Relay {
   bool topics_ready_ = false;
   bool reset_pending_ = false;   // a delivery failed: resend from acked_through once drained
   bool commit_pending_ = false;  // acknowledged entries waiting for the next commit
-  SteadyClock::time_point resume_at_{};           // produce nothing before (failure backoff)
+  SteadyClock::time_point resume_at_{};  // produce nothing before (failure backoff)
   SteadyClock::time_point next_topic_attempt_{};
   SteadyClock::time_point next_probe_at_{};
   SteadyClock::time_point last_commit_{};
@@ -240,10 +243,11 @@ absl::Status RelayImpl::Init() {
   auto stored = store_.Get(Table::kMeta, storage::meta_keys::kRelayCursor);
   if (!stored.ok()) return stored.status();
   std::optional<uint64_t> first_key;
-  absl::Status scan = store_.Scan(Table::kOutbox, "", "", [&](std::string_view key, std::string_view) {
-    first_key = storage::DecodeSequence(key);
-    return false;
-  });
+  absl::Status scan =
+      store_.Scan(Table::kOutbox, "", "", [&](std::string_view key, std::string_view) {
+        first_key = storage::DecodeSequence(key);
+        return false;
+      });
   if (!scan.ok()) return scan;
   uint64_t cursor = 1;
   if (stored->has_value()) {
@@ -400,8 +404,7 @@ void RelayImpl::OnError(rd_kafka_t* rk, int err, const char* reason, void* opaqu
   }
 }
 
-void RelayImpl::OnLog(const rd_kafka_t* rk, int level, const char* facility,
-                      const char* message) {
+void RelayImpl::OnLog(const rd_kafka_t* rk, int level, const char* facility, const char* message) {
   auto* self = static_cast<RelayImpl*>(rd_kafka_opaque(rk));
   try {
     auto logger = self != nullptr ? self->log_ : internal::BridgeLogger();
@@ -452,8 +455,8 @@ void RelayImpl::HandleDelivery(const rd_kafka_message_t& msg, const Delivery& d)
     log_->error(
         "relay: delivery of sequence {} to {} failed: {} ({}); resending from sequence {} "
         "({} similar errors suppressed)",
-        d.sequence, msg.rkt != nullptr ? rd_kafka_topic_name(msg.rkt) : "?",
-        rd_kafka_err2name(err), rd_kafka_err2str(err), window_.acked_through(), suppressed);
+        d.sequence, msg.rkt != nullptr ? rd_kafka_topic_name(msg.rkt) : "?", rd_kafka_err2name(err),
+        rd_kafka_err2str(err), window_.acked_through(), suppressed);
   }
   if (d.generation == window_.generation()) reset_pending_ = true;
 }
@@ -480,8 +483,7 @@ void RelayImpl::SetReachable(bool reachable, std::string_view why) {
   if (reachable) {
     log_->info("relay: kafka is reachable ({})", why);
   } else {
-    log_->warn("relay: kafka is unreachable ({}); events stay in the outbox until it is back",
-               why);
+    log_->warn("relay: kafka is unreachable ({}); events stay in the outbox until it is back", why);
   }
 }
 
@@ -576,8 +578,8 @@ void RelayImpl::FillWindow() {
   if (window_.in_flight() >= options_.max_in_flight) return;
   size_t budget = std::min(options_.read_batch, options_.max_in_flight - window_.in_flight());
   const std::string start = storage::EncodeSequence(window_.next_read());
-  absl::Status s = store_.Scan(
-      Table::kOutbox, start, "", [&](std::string_view key, std::string_view value) {
+  absl::Status s =
+      store_.Scan(Table::kOutbox, start, "", [&](std::string_view key, std::string_view value) {
         auto seq = storage::DecodeSequence(key);
         if (!seq) {
           // Not a key the writer makes. It is passed over (and deleted with the prefix that
@@ -629,8 +631,8 @@ bool RelayImpl::Produce(uint64_t sequence, std::string_view stored) {
   }
   internal::HeadersHandle headers(rd_kafka_headers_new(r.headers.size()));
   for (const auto& [name, value] : r.headers) {
-    rd_kafka_header_add(headers.get(), name.data(), static_cast<ssize_t>(name.size()),
-                        value.data(), static_cast<ssize_t>(value.size()));
+    rd_kafka_header_add(headers.get(), name.data(), static_cast<ssize_t>(name.size()), value.data(),
+                        static_cast<ssize_t>(value.size()));
   }
   auto d = std::make_unique<Delivery>(sequence, r.occurred_at_ms, window_.generation());
   rd_kafka_resp_err_t err = rd_kafka_producev(
@@ -662,10 +664,11 @@ bool RelayImpl::Produce(uint64_t sequence, std::string_view stored) {
   failed_.fetch_add(1, std::memory_order_relaxed);
   if (options_.create_topics && UnknownTopicError(err)) topics_ready_ = false;
   if (produce_error_log_.Allow(&suppressed)) {
-    log_->error("relay: cannot produce sequence {} ({} bytes) to {}: {}; retrying ({} similar "
-                "suppressed)",
-                sequence, r.value.size(), internal::TopicName(options_, r.topic),
-                rd_kafka_err2str(err), suppressed);
+    log_->error(
+        "relay: cannot produce sequence {} ({} bytes) to {}: {}; retrying ({} similar "
+        "suppressed)",
+        sequence, r.value.size(), internal::TopicName(options_, r.topic), rd_kafka_err2str(err),
+        suppressed);
   }
   resume_at_ = SteadyClock::now() + failure_backoff_.Next();
   return false;
@@ -803,15 +806,15 @@ RelayStats RelayImpl::stats() const {
   if (s.outbox_depth > 0) {
     int64_t oldest = oldest_unacked_ms_.load(std::memory_order_relaxed);
     if (oldest == 0) {
-      (void)store_.Scan(Table::kOutbox, storage::EncodeSequence(cursor), "",
-                        [&](std::string_view, std::string_view value) {
-                          events::v1::Event e;
-                          if (e.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
-                            oldest = google::protobuf::util::TimeUtil::TimestampToMilliseconds(
-                                e.occurred_at());
-                          }
-                          return false;
-                        });
+      (void)store_.Scan(
+          Table::kOutbox, storage::EncodeSequence(cursor), "",
+          [&](std::string_view, std::string_view value) {
+            events::v1::Event e;
+            if (e.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
+              oldest = google::protobuf::util::TimeUtil::TimestampToMilliseconds(e.occurred_at());
+            }
+            return false;
+          });
     }
     if (oldest > 0) s.oldest_undelivered_age_ms = std::max<int64_t>(0, WallMillis() - oldest);
   }
@@ -823,7 +826,8 @@ RelayStats RelayImpl::stats() const {
   }
   if (!lags.empty()) {
     auto pct = [&](double p) {
-      size_t i = std::min(lags.size() - 1, static_cast<size_t>(p * static_cast<double>(lags.size())));
+      size_t i =
+          std::min(lags.size() - 1, static_cast<size_t>(p * static_cast<double>(lags.size())));
       std::nth_element(lags.begin(), lags.begin() + static_cast<std::ptrdiff_t>(i), lags.end());
       return lags[i];
     };

@@ -87,8 +87,8 @@ TopicsOutcome CreateTopics(rd_kafka_t* producer, const TopicsRequest& request,
     } else if (RetriableAdminError(e)) {
       outcome.ready = false;
       if (retry_log.Allow(&suppressed)) {
-        log.warn("relay: cannot create topic {} yet ({}: {}); retrying", name,
-                 rd_kafka_err2name(e), msg != nullptr ? msg : "");
+        log.warn("relay: cannot create topic {} yet ({}: {}); retrying", name, rd_kafka_err2name(e),
+                 msg != nullptr ? msg : "");
       }
     } else {
       // Not ours to fix (e.g. no permission: an operator manages the topics). Producing

@@ -4,8 +4,8 @@
 #include <iostream>
 
 #include "absl/synchronization/mutex.h"
-#include "server/config.h"
 #include "app/feed_server.h"
+#include "server/config.h"
 #include "server/observability.h"
 #include "spdlog/spdlog.h"
 

@@ -4,13 +4,20 @@ namespace feed::storage {
 
 std::string_view TableName(Table table) {
   switch (table) {
-    case Table::kStock: return "stock";
-    case Table::kHolds: return "holds";
-    case Table::kReservations: return "reservations";
-    case Table::kOrders: return "orders";
-    case Table::kIdempotency: return "idempotency";
-    case Table::kOutbox: return "outbox";
-    case Table::kMeta: return "meta";
+    case Table::kStock:
+      return "stock";
+    case Table::kHolds:
+      return "holds";
+    case Table::kReservations:
+      return "reservations";
+    case Table::kOrders:
+      return "orders";
+    case Table::kIdempotency:
+      return "idempotency";
+    case Table::kOutbox:
+      return "outbox";
+    case Table::kMeta:
+      return "meta";
   }
   return "unknown";
 }
@@ -47,8 +54,7 @@ std::string EncodeTimestamped(int64_t created_at_ms, std::string_view payload) {
   return out;
 }
 
-bool DecodeTimestamped(std::string_view value, int64_t* created_at_ms,
-                       std::string_view* payload) {
+bool DecodeTimestamped(std::string_view value, int64_t* created_at_ms, std::string_view* payload) {
   if (value.size() < 8) return false;
   *created_at_ms = static_cast<int64_t>(GetBigEndian64(value.data()));
   *payload = value.substr(8);

@@ -96,9 +96,15 @@ absl::Status MemoryStore::Commit(WriteGroup& group, CommitMode) {
   for (const Op& op : g.ops()) {
     auto& m = tables_[static_cast<int>(op.table)];
     switch (op.kind) {
-      case Op::kPut: m[op.key] = op.value; break;
-      case Op::kDelete: m.erase(op.key); break;
-      case Op::kDeleteRange: m.erase(m.lower_bound(op.key), m.lower_bound(op.value)); break;
+      case Op::kPut:
+        m[op.key] = op.value;
+        break;
+      case Op::kDelete:
+        m.erase(op.key);
+        break;
+      case Op::kDeleteRange:
+        m.erase(m.lower_bound(op.key), m.lower_bound(op.value));
+        break;
     }
   }
   ++commits_;

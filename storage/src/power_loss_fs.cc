@@ -18,8 +18,8 @@ class UnsyncedInMemoryFile : public rocksdb::FSWritableFileOwnerWrapper {
     unsynced_.append(data.data(), data.size());
     return IOStatus::OK();
   }
-  IOStatus Append(const Slice& data, const IOOptions& options,
-                  const rocksdb::DataVerificationInfo&, IODebugContext* dbg) override {
+  IOStatus Append(const Slice& data, const IOOptions& options, const rocksdb::DataVerificationInfo&,
+                  IODebugContext* dbg) override {
     return Append(data, options, dbg);
   }
   // Flush only hands data to the OS, which a power cut loses too: keep it here.

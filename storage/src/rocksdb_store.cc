@@ -4,16 +4,16 @@
 #include <chrono>
 #include <vector>
 
+#include "logging.h"
+#include "power_loss_fs.h"
 #include "rocksdb/compaction_filter.h"
 #include "rocksdb/db.h"
+#include "rocksdb/env.h"
 #include "rocksdb/filter_policy.h"
 #include "rocksdb/table.h"
 #include "rocksdb/utilities/options_util.h"
 #include "rocksdb/write_batch.h"
 #include "rocksdb/write_buffer_manager.h"
-#include "power_loss_fs.h"
-#include "rocksdb/env.h"
-#include "logging.h"
 
 namespace feed::storage {
 namespace {
@@ -191,8 +191,8 @@ class RocksDbStore : public Store {
       cf_options.OptimizeLevelStyleCompaction(options_.memtable_budget_bytes);
       cf_options.disable_auto_compactions = options_.defer_compactions;
       cf_options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table_options));
-      if (Table t = static_cast<Table>(i); t == Table::kIdempotency ||
-                                            t == Table::kReservations || t == Table::kOrders) {
+      if (Table t = static_cast<Table>(i);
+          t == Table::kIdempotency || t == Table::kReservations || t == Table::kOrders) {
         filters_[i] = std::make_unique<RetentionFilter>(t, options_.idempotency_retention_ms,
                                                         options_.history_expired);
         cf_options.compaction_filter = filters_[i].get();

@@ -77,8 +77,8 @@ TopicReader::TopicReader(const std::string& brokers, const std::vector<std::stri
     return;
   }
   rd_kafka_poll_set_consumer(rk);
-  rd_kafka_topic_partition_list_t* parts = rd_kafka_topic_partition_list_new(
-      static_cast<int>(topics.size()) * partitions);
+  rd_kafka_topic_partition_list_t* parts =
+      rd_kafka_topic_partition_list_new(static_cast<int>(topics.size()) * partitions);
   for (const auto& t : topics) {
     for (int p = 0; p < partitions; ++p) {
       rd_kafka_topic_partition_list_add(parts, t.c_str(), p)->offset = RD_KAFKA_OFFSET_BEGINNING;

@@ -3,6 +3,8 @@
 //
 //   ctest -L kafka            everything here
 //   ctest -L kafka-outage     only the broker-outage test (it stops and restarts the broker)
+#include "bridge/relay.h"
+
 #include <unistd.h>
 
 #include <atomic>
@@ -19,7 +21,6 @@
 #include <thread>
 #include <vector>
 
-#include "bridge/relay.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "google/protobuf/util/time_util.h"
@@ -73,9 +74,7 @@ struct Summary {
 
 class RelayTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    broker_ok_ = test::EnsureBroker();
-  }
+  static void SetUpTestSuite() { broker_ok_ = test::EnsureBroker(); }
 
   void SetUp() override {
     ASSERT_TRUE(broker_ok_) << "no Kafka broker: compose/kafka.sh start failed";
@@ -197,8 +196,7 @@ class RelayTest : public ::testing::Test {
       if (json) {
         EXPECT_EQ(r.Header("content-type"), "application/json");
         events::v1::Event decoded;
-        EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(r.value, &decoded).ok())
-            << r.value;
+        EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(r.value, &decoded).ok()) << r.value;
         EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(decoded, e)) << r.value;
       } else {
         EXPECT_EQ(r.Header("content-type"), "application/protobuf");
@@ -281,8 +279,8 @@ TEST_F(RelayTest, DeliversEveryEventOnceWithHeadersInKeyOrder) {
   EXPECT_EQ(test::RelayCursor(*store_), writer_->next_sequence());
 
   Summary sum = ReadAndCheck(writer_->written(), 60s);
-  EXPECT_TRUE(sum.missing.empty()) << sum.missing.size() << " sequences missing, first "
-                                   << sum.missing.front();
+  EXPECT_TRUE(sum.missing.empty())
+      << sum.missing.size() << " sequences missing, first " << sum.missing.front();
   EXPECT_EQ(sum.duplicates, 0u);
   EXPECT_EQ(sum.records, static_cast<uint64_t>(kBefore + kAfter));
   TopicReader reader(options_.brokers, Topics(), options_.partitions);
@@ -334,8 +332,9 @@ TEST_F(RelayTest, BrokerOutageGrowsOutboxThenDrains) {
   ASSERT_NE(relay_, nullptr);
   relay_->Start();
   std::atomic<Relay*> relay{relay_.get()};
-  BackgroundWriter bg(*writer_, [&] { return relay.load(); }, EnvInt("BRIDGE_OUTAGE_BATCH", 5),
-                      10ms);  // default ~400-500 events/s
+  BackgroundWriter bg(
+      *writer_, [&] { return relay.load(); }, EnvInt("BRIDGE_OUTAGE_BATCH", 5),
+      10ms);  // default ~400-500 events/s
 
   ASSERT_TRUE(WaitFor([&] { return relay_->stats().delivered >= 500; }, 60s))
       << StatsString(relay_->stats());
@@ -367,13 +366,13 @@ TEST_F(RelayTest, BrokerOutageGrowsOutboxThenDrains) {
   }
   RelayStats at_end = relay_->stats();
   long rss_during = test::RssKiB();
-  std::printf("outage: depth %llu -> %llu, oldest undelivered %lld ms, max window %llu "
-              "(max_in_flight %zu), RSS %ld -> %ld KiB\n",
-              static_cast<unsigned long long>(at_down.outbox_depth),
-              static_cast<unsigned long long>(at_end.outbox_depth),
-              static_cast<long long>(at_end.oldest_undelivered_age_ms),
-              static_cast<unsigned long long>(max_window), options_.max_in_flight, rss_before,
-              rss_during);
+  std::printf(
+      "outage: depth %llu -> %llu, oldest undelivered %lld ms, max window %llu "
+      "(max_in_flight %zu), RSS %ld -> %ld KiB\n",
+      static_cast<unsigned long long>(at_down.outbox_depth),
+      static_cast<unsigned long long>(at_end.outbox_depth),
+      static_cast<long long>(at_end.oldest_undelivered_age_ms),
+      static_cast<unsigned long long>(max_window), options_.max_in_flight, rss_before, rss_during);
   EXPECT_GT(at_end.outbox_depth, at_down.outbox_depth + 2000);
   EXPECT_LE(max_window, options_.max_in_flight);
   EXPECT_GE(at_end.oldest_undelivered_age_ms, (outage_s - 1) * 1000);
@@ -396,8 +395,8 @@ TEST_F(RelayTest, BrokerOutageGrowsOutboxThenDrains) {
               static_cast<unsigned long long>(total), static_cast<unsigned long long>(sum.records),
               static_cast<unsigned long long>(sum.duplicates), sum.missing.size());
   RecordProperty("duplicates", static_cast<int>(sum.duplicates));
-  EXPECT_TRUE(sum.missing.empty()) << sum.missing.size() << " missing, first "
-                                   << sum.missing.front();
+  EXPECT_TRUE(sum.missing.empty())
+      << sum.missing.size() << " missing, first " << sum.missing.front();
   relay_->Shutdown();
 }
 
@@ -405,7 +404,8 @@ TEST_F(RelayTest, RestartMidStreamLosesNothing) {
   options_.max_in_flight = 200;
   options_.shutdown_flush_ms = 0;  // give up what is in flight at once: it stays in the outbox
   std::atomic<Relay*> relay{nullptr};
-  BackgroundWriter bg(*writer_, [&] { return relay.load(); }, 20, 5ms);
+  BackgroundWriter bg(
+      *writer_, [&] { return relay.load(); }, 20, 5ms);
 
   relay_ = NewRelay(options_);
   ASSERT_NE(relay_, nullptr);
@@ -441,12 +441,12 @@ TEST_F(RelayTest, RestartMidStreamLosesNothing) {
 
   auto written = writer_->written();
   Summary sum = ReadAndCheck(written, 60s);
-  std::printf("restart: %zu events, %llu records, %llu duplicates, %zu missing\n",
-              written.size(), static_cast<unsigned long long>(sum.records),
+  std::printf("restart: %zu events, %llu records, %llu duplicates, %zu missing\n", written.size(),
+              static_cast<unsigned long long>(sum.records),
               static_cast<unsigned long long>(sum.duplicates), sum.missing.size());
   RecordProperty("duplicates", static_cast<int>(sum.duplicates));
-  EXPECT_TRUE(sum.missing.empty()) << sum.missing.size() << " missing, first "
-                                   << sum.missing.front();
+  EXPECT_TRUE(sum.missing.empty())
+      << sum.missing.size() << " missing, first " << sum.missing.front();
   EXPECT_EQ(sum.records, written.size() + sum.duplicates);
 }
 
@@ -456,7 +456,8 @@ TEST_F(RelayTest, FatalProducerErrorRecreatesProducerAndResends) {
   ASSERT_NE(relay_, nullptr);
   relay_->Start();
   std::atomic<Relay*> relay{relay_.get()};
-  BackgroundWriter bg(*writer_, [&] { return relay.load(); }, 20, 5ms);
+  BackgroundWriter bg(
+      *writer_, [&] { return relay.load(); }, 20, 5ms);
   ASSERT_TRUE(WaitFor([&] { return relay_->stats().delivered >= 500; }, 60s));
   EXPECT_EQ(testing::ProducersCreated(*relay_), 1);
   testing::InjectFatalError(*relay_);
@@ -467,8 +468,8 @@ TEST_F(RelayTest, FatalProducerErrorRecreatesProducerAndResends) {
   ASSERT_TRUE(WaitDrained(*relay_, 60s)) << StatsString(relay_->stats());
   auto written = writer_->written();
   Summary sum = ReadAndCheck(written, 60s);
-  std::printf("fatal: %zu events, %llu records, %llu duplicates, %zu missing; %s\n",
-              written.size(), static_cast<unsigned long long>(sum.records),
+  std::printf("fatal: %zu events, %llu records, %llu duplicates, %zu missing; %s\n", written.size(),
+              static_cast<unsigned long long>(sum.records),
               static_cast<unsigned long long>(sum.duplicates), sum.missing.size(),
               StatsString(relay_->stats()).c_str());
   EXPECT_TRUE(sum.missing.empty());
@@ -492,9 +493,10 @@ TEST_F(RelayTest, DISABLED_Throughput) {
       },
       600s));
   double s = SecondsSince(t0);
-  std::printf("throughput: %d events in %.2f s = %.0f events/s (topic creation included); RSS "
-              "%ld -> max %ld KiB; %s\n",
-              events, s, events / s, rss0, rss_max, StatsString(relay_->stats()).c_str());
+  std::printf(
+      "throughput: %d events in %.2f s = %.0f events/s (topic creation included); RSS "
+      "%ld -> max %ld KiB; %s\n",
+      events, s, events / s, rss0, rss_max, StatsString(relay_->stats()).c_str());
 }
 
 TEST_F(RelayTest, UnreachableBrokerDoesNotBlockStartOrShutdown) {
@@ -552,8 +554,7 @@ TEST_F(RelayTest, ExampleConsumerPrintsEachEventOnce) {
   auto written = writer_->written();
   writer_->Rewrite(written);
   auto group = store_->NewWriteGroup();
-  group->Put(storage::Table::kMeta, storage::meta_keys::kRelayCursor,
-             storage::EncodeSequence(1));
+  group->Put(storage::Table::kMeta, storage::meta_keys::kRelayCursor, storage::EncodeSequence(1));
   ASSERT_TRUE(store_->Commit(*group).ok());
   relay_ = NewRelay(options_);
   ASSERT_NE(relay_, nullptr);
@@ -564,9 +565,8 @@ TEST_F(RelayTest, ExampleConsumerPrintsEachEventOnce) {
   std::string err_file = dir_ + "/consumer.err";
   std::string cmd = std::string(FEED_CONSUMER_PATH) + " --brokers " + options_.brokers +
                     " --group " + test::UniqueName("bridge-test-example") +
-                    " --from-beginning --idle-exit-ms 4000 --topics " + options_.stock_topic +
-                    "," + options_.order_status_topic + "," + options_.receipt_topic + " 2>" +
-                    err_file;
+                    " --from-beginning --idle-exit-ms 4000 --topics " + options_.stock_topic + "," +
+                    options_.order_status_topic + "," + options_.receipt_topic + " 2>" + err_file;
   FILE* p = popen(cmd.c_str(), "r");
   ASSERT_NE(p, nullptr);
   std::set<uint64_t> seqs;

@@ -19,13 +19,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <algorithm>
 #include <filesystem>
 #include <optional>
 #include <random>
@@ -35,9 +35,9 @@
 
 #include "core/clock.h"
 #include "core/inventory_core.h"
-#include "fmt/format.h"
 #include "crash_plan.h"
 #include "events/v1/events.pb.h"
+#include "fmt/format.h"
 #include "internal/v1/records.pb.h"
 #include "inventory/v1/inventory.pb.h"
 #include "storage/rocksdb_store.h"
@@ -61,19 +61,19 @@ uint64_t EnvOr(const char* name, uint64_t fallback) {
 }
 
 struct WorkerRun {
-  std::vector<std::string> acked;  // keys, in the order the worker wrote them
-  bool done = false;               // the worker printed DONE
-  bool killed = false;             // we sent SIGKILL
-  bool timed_out = false;          // killed by the safety timeout, not by the plan
-  bool reached_new_ground = false; // it acknowledged a step never acknowledged before
-  int status = 0;                  // from waitpid
+  std::vector<std::string> acked;   // keys, in the order the worker wrote them
+  bool done = false;                // the worker printed DONE
+  bool killed = false;              // we sent SIGKILL
+  bool timed_out = false;           // killed by the safety timeout, not by the plan
+  bool reached_new_ground = false;  // it acknowledged a step never acknowledged before
+  int status = 0;                   // from waitpid
   double seconds = 0;
 };
 
 enum class KillTimer {
-  kNone,          // let the worker finish
-  kFromStart,     // count from the spawn: lands in RocksDB recovery, replay or new work
-  kFromNewGround, // count from the first step not acknowledged in an earlier run
+  kNone,           // let the worker finish
+  kFromStart,      // count from the spawn: lands in RocksDB recovery, replay or new work
+  kFromNewGround,  // count from the first step not acknowledged in an earlier run
 };
 
 // Starts the worker and reads its ACK lines. With a kill timer, SIGKILLs it kill_after_ms
@@ -91,8 +91,8 @@ WorkerRun RunWorker(const std::string& dir, uint64_t seed, uint64_t units, uint6
   std::string a_seed = std::to_string(seed), a_units = std::to_string(units),
               a_threads = std::to_string(threads);
   std::string a_dir = dir;
-  char* argv[] = {exe.data(), a_dir.data(), a_seed.data(), a_units.data(), a_threads.data(),
-                  nullptr};
+  char* argv[] = {exe.data(),     a_dir.data(),     a_seed.data(),
+                  a_units.data(), a_threads.data(), nullptr};
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
@@ -245,10 +245,13 @@ State Verify(const std::string& dir, const std::set<std::string>& acked) {
 
   auto count = [&](Table t) {
     uint64_t n = 0;
-    EXPECT_TRUE(store.Scan(t, "", "", [&](std::string_view, std::string_view) {
-                       ++n;
-                       return true;
-                     }).ok());
+    EXPECT_TRUE(store
+                    .Scan(t, "", "",
+                          [&](std::string_view, std::string_view) {
+                            ++n;
+                            return true;
+                          })
+                    .ok());
     return n;
   };
   state.idempotency_records = count(Table::kIdempotency);
@@ -284,11 +287,12 @@ void RunCrashCycles(uint64_t default_cycles) {
   const uint64_t seed = EnvOr("CRASH_SEED", std::random_device{}() | 1);
   const uint64_t units = EnvOr("CRASH_UNITS", 30000);
   const uint64_t threads = EnvOr("CRASH_THREADS", 16);
-  std::printf("[ crash    ] seed %llu, %llu units, %llu threads, %llu cycles "
-              "(rerun with CRASH_SEED=%llu)\n",
-              static_cast<unsigned long long>(seed), static_cast<unsigned long long>(units),
-              static_cast<unsigned long long>(threads), static_cast<unsigned long long>(cycles),
-              static_cast<unsigned long long>(seed));
+  std::printf(
+      "[ crash    ] seed %llu, %llu units, %llu threads, %llu cycles "
+      "(rerun with CRASH_SEED=%llu)\n",
+      static_cast<unsigned long long>(seed), static_cast<unsigned long long>(units),
+      static_cast<unsigned long long>(threads), static_cast<unsigned long long>(cycles),
+      static_cast<unsigned long long>(seed));
 
   char tmpl[] = "/tmp/feed-crash-test-XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);
@@ -329,11 +333,12 @@ void RunCrashCycles(uint64_t default_cycles) {
       FAIL() << "invariants broken after cycle " << c << " (killed after " << kill_after
              << " ms; seed " << seed << ")";
     }
-    std::printf("[ crash    ] cycle %2llu: %s %3d ms %-14s %6zu ACKs this run, %6zu keys "
-                "acked so far, %6llu events\n",
-                static_cast<unsigned long long>(c), run.killed ? "killed" : "ran", kill_after,
-                timer == KillTimer::kFromStart ? "after start," : "after new work,",
-                run.acked.size(), acked.size(), static_cast<unsigned long long>(st.events));
+    std::printf(
+        "[ crash    ] cycle %2llu: %s %3d ms %-14s %6zu ACKs this run, %6zu keys "
+        "acked so far, %6llu events\n",
+        static_cast<unsigned long long>(c), run.killed ? "killed" : "ran", kill_after,
+        timer == KillTimer::kFromStart ? "after start," : "after new work,", run.acked.size(),
+        acked.size(), static_cast<unsigned long long>(st.events));
   }
 
   // Run to completion: every unit, replayed or new, must succeed.
@@ -374,15 +379,15 @@ void RunCrashCycles(uint64_t default_cycles) {
   EXPECT_EQ(st.holds, model.open_holds);
   EXPECT_EQ(st.reservations, model.closed_reservations);
 
-  std::printf("[ crash    ] %llu cycles (%llu killed, %llu of them amid new work; %llu finished "
-              "before the kill), %llu ACK lines, %zu distinct steps, %llu events (model %llu); "
-              "final run %.2f s\n",
-              static_cast<unsigned long long>(cycles), static_cast<unsigned long long>(kills),
-              static_cast<unsigned long long>(new_ground_kills),
-              static_cast<unsigned long long>(finished_early),
-              static_cast<unsigned long long>(ack_lines), acked.size(),
-              static_cast<unsigned long long>(st.events),
-              static_cast<unsigned long long>(model.events), last.seconds);
+  std::printf(
+      "[ crash    ] %llu cycles (%llu killed, %llu of them amid new work; %llu finished "
+      "before the kill), %llu ACK lines, %zu distinct steps, %llu events (model %llu); "
+      "final run %.2f s\n",
+      static_cast<unsigned long long>(cycles), static_cast<unsigned long long>(kills),
+      static_cast<unsigned long long>(new_ground_kills),
+      static_cast<unsigned long long>(finished_early), static_cast<unsigned long long>(ack_lines),
+      acked.size(), static_cast<unsigned long long>(st.events),
+      static_cast<unsigned long long>(model.events), last.seconds);
 }
 
 TEST(CrashTest, KilledWorkerNeverLosesOrDuplicatesAStep) {

@@ -116,7 +116,7 @@ int Main(int argc, char** argv) {
   // steps must then go missing, which shows the simulation bites.
   const char* durability = std::getenv("CRASH_DURABILITY");
   so.durability = durability && std::string(durability) == "async" ? storage::Durability::kAsync
-                                                                    : storage::Durability::kSync;
+                                                                   : storage::Durability::kSync;
   // Power-loss mode: unsynced writes live only in this process and die with SIGKILL.
   so.simulate_power_loss = std::getenv("CRASH_POWER_LOSS") != nullptr;
   auto store = storage::OpenRocksDbStore(so);
@@ -126,8 +126,8 @@ int Main(int argc, char** argv) {
   }
   core::SystemClock clock;
   core::CoreOptions options;
-  options.sweep_interval_ms = 0;                          // no expiry during the test
-  options.default_hold_ttl_ms = 7LL * 24 * 3600 * 1000;   // holds outlive the test
+  options.sweep_interval_ms = 0;                         // no expiry during the test
+  options.default_hold_ttl_ms = 7LL * 24 * 3600 * 1000;  // holds outlive the test
   auto core = InventoryCore::Open(**store, clock, options);
   if (!core.ok()) {
     std::fprintf(stderr, "crash-worker: open core: %s\n", core.status().ToString().c_str());

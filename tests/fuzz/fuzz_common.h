@@ -19,13 +19,11 @@ namespace feed::fuzz {
   std::abort();
 }
 
-inline std::string ToString(const absl::Status& s) {
-  return std::string(s.ToString());
-}
+inline std::string ToString(const absl::Status& s) { return std::string(s.ToString()); }
 
 }  // namespace feed::fuzz
 
-#define FUZZ_CHECK(cond, detail)                                           \
-  do {                                                                     \
+#define FUZZ_CHECK(cond, detail)                                          \
+  do {                                                                    \
     if (!(cond)) ::feed::fuzz::Fail(__FILE__, __LINE__, #cond, (detail)); \
   } while (0)

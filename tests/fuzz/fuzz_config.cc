@@ -13,10 +13,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
-#include <algorithm>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -42,7 +42,8 @@ void CheckConfig(const server::ServerConfig& c) {
   FUZZ_CHECK(!c.listen.empty(), "empty --listen accepted");
   FUZZ_CHECK(!c.storage.path.empty(), "empty --data-dir accepted");
   FUZZ_CHECK(c.core.default_hold_ttl_ms <= c.core.limits.max_hold_ttl_ms,
-             fmt::format("hold ttl {} > max {}", c.core.default_hold_ttl_ms, c.core.limits.max_hold_ttl_ms));
+             fmt::format("hold ttl {} > max {}", c.core.default_hold_ttl_ms,
+                         c.core.limits.max_hold_ttl_ms));
   FUZZ_CHECK(c.core.default_hold_ttl_ms >= 1000, fmt::format("{}", c.core.default_hold_ttl_ms));
   FUZZ_CHECK(c.core.max_batch_commands >= 1, fmt::format("{}", c.core.max_batch_commands));
   FUZZ_CHECK(c.core.max_queue_depth >= 1, fmt::format("{}", c.core.max_queue_depth));
@@ -57,7 +58,8 @@ void CheckConfig(const server::ServerConfig& c) {
   FUZZ_CHECK(c.storage.memtable_budget_bytes >= size_t{8} << 20,
              fmt::format("{}", c.storage.memtable_budget_bytes));
   FUZZ_CHECK(c.log_format == "text" || c.log_format == "json", c.log_format);
-  for (const auto& [k, v] : c.kafka.kafka_properties) FUZZ_CHECK(!k.empty(), "empty kafka property key");
+  for (const auto& [k, v] : c.kafka.kafka_properties)
+    FUZZ_CHECK(!k.empty(), "empty kafka property key");
 }
 
 }  // namespace

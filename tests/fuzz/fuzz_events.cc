@@ -11,8 +11,8 @@
 #include <cstdint>
 #include <string>
 
-#include "fmt/format.h"
 #include "events/v1/events.pb.h"
+#include "fmt/format.h"
 #include "fuzz_common.h"
 #include "google/protobuf/stubs/logging.h"
 #include "google/protobuf/util/field_comparator.h"
@@ -58,14 +58,20 @@ void RoundTrip(const Event& original, const char* what) {
     auto s = MessageToJsonString(original, &json, print);
     if (!s.ok()) {
       FUZZ_CHECK(!TimestampPrintable(original),
-                 fmt::format("{}: MessageToJsonString failed: {}\n    event: {}", what, Str(s), original.ShortDebugString()));
+                 fmt::format("{}: MessageToJsonString failed: {}\n    event: {}", what, Str(s),
+                             original.ShortDebugString()));
       return;
     }
     Event back;
     JsonParseOptions parse;  // what feed-consumer uses, minus ignore_unknown_fields
     s = JsonStringToMessage(json, &back, parse);
-    FUZZ_CHECK(s.ok(), fmt::format("{}: JsonStringToMessage of our own JSON failed: {}\n    json: {}", what, Str(s), json));
-    FUZZ_CHECK(Equal(original, back), fmt::format("{}: JSON round trip differs\n    before: {}\n    json:   {}\n    after:  {}", what, original.ShortDebugString(), json, back.ShortDebugString()));
+    FUZZ_CHECK(s.ok(),
+               fmt::format("{}: JsonStringToMessage of our own JSON failed: {}\n    json: {}", what,
+                           Str(s), json));
+    FUZZ_CHECK(
+        Equal(original, back),
+        fmt::format("{}: JSON round trip differs\n    before: {}\n    json:   {}\n    after:  {}",
+                    what, original.ShortDebugString(), json, back.ShortDebugString()));
   }
 }
 

@@ -41,9 +41,9 @@
 #include "core/inventory_core.h"
 #include "core/message_parsing.h"
 #include "core/options.h"
-#include "fmt/format.h"
 #include "core/validation.h"
 #include "events/v1/events.pb.h"
+#include "fmt/format.h"
 #include "fuzz_common.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "inventory/v1/inventory.pb.h"
@@ -104,9 +104,9 @@ const std::set<Key>& SeedKeys() {
 
 // FUZZ_REQUESTS_STATS=1: at exit, how often each operation ended with each code (shows how
 // deep the fuzzer gets: OK Commits, PayOrders, ...).
-const char* kOpNames[] = {"AdjustStock", "Reserve",      "Commit",      "Release",
-                          "GetStock",    "CreateOrder",  "PayOrder",    "AdvanceOrder",
-                          "CancelOrder", "WatchStock",   "Tick"};
+const char* kOpNames[] = {"AdjustStock", "Reserve",     "Commit",   "Release",
+                          "GetStock",    "CreateOrder", "PayOrder", "AdvanceOrder",
+                          "CancelOrder", "WatchStock",  "Tick"};
 std::map<std::pair<int, std::string>, uint64_t>* g_outcomes = nullptr;
 int g_op = 0;
 void Count(const std::string& outcome) {
@@ -129,8 +129,8 @@ std::string Outcome(const absl::Status& s) {
 }
 void PrintOutcomes() {
   for (const auto& [k, n] : *g_outcomes) {
-    std::fprintf(stderr, "%-13s %8llu  %s\n", kOpNames[k.first],
-                 static_cast<unsigned long long>(n), k.second.c_str());
+    std::fprintf(stderr, "%-13s %8llu  %s\n", kOpNames[k.first], static_cast<unsigned long long>(n),
+                 k.second.c_str());
   }
 }
 
@@ -146,7 +146,8 @@ bool Parsed(const uint8_t* data, size_t size, google::protobuf::Message* request
   const std::string message(parsed.message());
   FUZZ_CHECK(message.find("could not be parsed as " + request->GetTypeName()) != std::string::npos,
              message);
-  FUZZ_CHECK(message.find("UTF-8") == std::string::npos || message.find("String field '") != std::string::npos,
+  FUZZ_CHECK(message.find("UTF-8") == std::string::npos ||
+                 message.find("String field '") != std::string::npos,
              fmt::format("a UTF-8 error that names no field: {}", message));
   return false;
 }
@@ -201,7 +202,8 @@ template <class Resp>
 void ExpectInvalid(const absl::StatusOr<Resp>& r, const absl::Status& validation) {
   Count("invalid");
   FUZZ_CHECK(!r.ok() && r.status().code() == absl::StatusCode::kInvalidArgument,
-             fmt::format("Validate* said '{}' but the core said {}", ToString(validation), r.ok() ? std::string("OK") : ToString(r.status())));
+             fmt::format("Validate* said '{}' but the core said {}", ToString(validation),
+                         r.ok() ? std::string("OK") : ToString(r.status())));
 }
 
 class World {
@@ -231,8 +233,7 @@ class World {
   template <class Req, class Resp>
   std::optional<Resp> Apply(const char* op,
                             void (InventoryCore::*method)(Req, core::Done<Resp>, core::CancelFn),
-                            const Req& request, std::set<Key> keys, Levels* before,
-                            Levels* after);
+                            const Req& request, std::set<Key> keys, Levels* before, Levels* after);
 
   void DoAdjust(const uint8_t* data, size_t size);
   void DoReserve(const uint8_t* data, size_t size);
@@ -338,12 +339,12 @@ Levels World::Read(const std::set<Key>& keys) {
   }
   auto r = core_->GetStock(request);
   FUZZ_CHECK(r.ok(), fmt::format("GetStock of valid keys: {}", ToString(r.status())));
-  FUZZ_CHECK(static_cast<size_t>(r->levels_size() + r->missing_size()) == keys.size(),
-             Show(*r));
+  FUZZ_CHECK(static_cast<size_t>(r->levels_size() + r->missing_size()) == keys.size(), Show(*r));
   for (const auto& l : r->levels()) {
     CheckLevel(l);
     Key k{l.sku(), l.location()};
-    FUZZ_CHECK(keys.contains(k), fmt::format("GetStock returned an unrequested level: {}", Show(l)));
+    FUZZ_CHECK(keys.contains(k),
+               fmt::format("GetStock returned an unrequested level: {}", Show(l)));
     out[k] = l;
   }
   return out;
@@ -355,7 +356,8 @@ void World::ExpectUnchanged(const Levels& before, const Levels& after, const cha
   for (const auto& [k, b] : before) {
     auto it = after.find(k);
     FUZZ_CHECK(it != after.end() && Same(b, it->second),
-               fmt::format("{}: a failed or replayed command changed {} to {}", op, Show(b), it == after.end() ? std::string("nothing") : Show(it->second)));
+               fmt::format("{}: a failed or replayed command changed {} to {}", op, Show(b),
+                           it == after.end() ? std::string("nothing") : Show(it->second)));
   }
 }
 
@@ -371,9 +373,10 @@ void World::ExpectDeltas(const Levels& before, const Levels& after, const Deltas
     }
     int64_t on_hand = b == before.end() ? 0 : b->second.on_hand();
     int64_t reserved = b == before.end() ? 0 : b->second.reserved();
-    FUZZ_CHECK(a.on_hand() == on_hand + d->second.on_hand &&
-                   a.reserved() == reserved + d->second.reserved,
-               fmt::format("{}: expected on_hand {}+{}, reserved {}+{}, got {}", op, on_hand, d->second.on_hand, reserved, d->second.reserved, Show(a)));
+    FUZZ_CHECK(
+        a.on_hand() == on_hand + d->second.on_hand && a.reserved() == reserved + d->second.reserved,
+        fmt::format("{}: expected on_hand {}+{}, reserved {}+{}, got {}", op, on_hand,
+                    d->second.on_hand, reserved, d->second.reserved, Show(a)));
     uint64_t version = b == before.end() ? 0 : b->second.version();
     FUZZ_CHECK(a.version() > version, fmt::format("{}: version did not increase: {}", op, Show(a)));
   }
@@ -389,11 +392,9 @@ void World::CheckSequence(uint64_t sequence, const char* op) {
 }
 
 template <class Req, class Resp>
-std::optional<Resp> World::Apply(const char* op,
-                                 void (InventoryCore::*method)(Req, core::Done<Resp>,
-                                                               core::CancelFn),
-                                 const Req& request, std::set<Key> keys, Levels* before,
-                                 Levels* after) {
+std::optional<Resp> World::Apply(
+    const char* op, void (InventoryCore::*method)(Req, core::Done<Resp>, core::CancelFn),
+    const Req& request, std::set<Key> keys, Levels* before, Levels* after) {
   keys.insert(SeedKeys().begin(), SeedKeys().end());
   *before = Read(keys);
   absl::StatusOr<Resp> r = CallSync(*core_, method, request);
@@ -401,7 +402,8 @@ std::optional<Resp> World::Apply(const char* op,
   Count(r.ok() ? (r->replayed() ? "OK (replayed)" : "OK") : Outcome(r.status()));
   if (!r.ok()) {
     FUZZ_CHECK(Documented(r.status().code()),
-               fmt::format("{} returned an undocumented error: {}\n    request: {}", op, ToString(r.status()), Show(request)));
+               fmt::format("{} returned an undocumented error: {}\n    request: {}", op,
+                           ToString(r.status()), Show(request)));
     ExpectUnchanged(*before, *after, op);
     return std::nullopt;
   }
@@ -412,11 +414,13 @@ std::optional<Resp> World::Apply(const char* op,
   if (!request.idempotency_key().empty()) {
     absl::StatusOr<Resp> again = CallSync(*core_, method, request);
     FUZZ_CHECK(again.ok() && again->replayed(),
-               fmt::format("{}: the same request with the same key was not replayed: {}", op, again.ok() ? Show(*again) : ToString(again.status())));
+               fmt::format("{}: the same request with the same key was not replayed: {}", op,
+                           again.ok() ? Show(*again) : ToString(again.status())));
     Resp expected = *r;
     expected.set_replayed(true);
     FUZZ_CHECK(Same(expected, *again),
-               fmt::format("{}: replay differs:\n    first:  {}\n    replay: {}", op, Show(*r), Show(*again)));
+               fmt::format("{}: replay differs:\n    first:  {}\n    replay: {}", op, Show(*r),
+                           Show(*again)));
     ExpectUnchanged(*after, Read(keys), op);
   }
   return *std::move(r);
@@ -437,7 +441,8 @@ void World::DoAdjust(const uint8_t* data, size_t size) {
   int64_t now = r.mode() == inv::ADJUST_MODE_SET ? r.quantity() : old + r.quantity();
   ExpectDeltas(before, after, {{k, {now - old, 0}}}, "AdjustStock");
   FUZZ_CHECK(Same(resp->level(), after[k]),
-             fmt::format("AdjustStock: response level {} but GetStock says {}", Show(resp->level()), Show(after[k])));
+             fmt::format("AdjustStock: response level {} but GetStock says {}", Show(resp->level()),
+                         Show(after[k])));
   if (r.has_allow_backorder()) {
     FUZZ_CHECK(after[k].allow_backorder() == r.allow_backorder(), Show(after[k]));
   }
@@ -465,19 +470,22 @@ void World::DoReserve(const uint8_t* data, size_t size) {
   ExpectDeltas(before, after, deltas, "Reserve");
   const auto& hold = resp->reservation();
   FUZZ_CHECK(hold.state() == inv::RESERVATION_STATE_HELD && !hold.owned_by_order(), Show(hold));
-  FUZZ_CHECK(r.reservation_id().empty() || hold.reservation_id() == r.reservation_id(),
-             Show(hold));
+  FUZZ_CHECK(r.reservation_id().empty() || hold.reservation_id() == r.reservation_id(), Show(hold));
   Deltas held;
-  for (const auto& line : hold.lines()) held[{line.sku(), line.location()}].reserved += line.quantity();
-  FUZZ_CHECK(held.size() == deltas.size() && static_cast<size_t>(hold.lines_size()) == deltas.size(),
-             fmt::format("Reserve: the hold's lines are not the request's levels: {}", Show(hold)));
+  for (const auto& line : hold.lines())
+    held[{line.sku(), line.location()}].reserved += line.quantity();
+  FUZZ_CHECK(
+      held.size() == deltas.size() && static_cast<size_t>(hold.lines_size()) == deltas.size(),
+      fmt::format("Reserve: the hold's lines are not the request's levels: {}", Show(hold)));
   for (const auto& [k, d] : deltas) {
-    FUZZ_CHECK(held[k].reserved == d.reserved, fmt::format("Reserve: hold quantity: {}", Show(hold)));
+    FUZZ_CHECK(held[k].reserved == d.reserved,
+               fmt::format("Reserve: hold quantity: {}", Show(hold)));
   }
   FUZZ_CHECK(static_cast<size_t>(resp->levels_size()) == deltas.size(), Show(*resp));
   for (const auto& l : resp->levels()) {
     Key k{l.sku(), l.location()};
-    FUZZ_CHECK(Same(l, after[k]), fmt::format("Reserve: response level {} but GetStock says {}", Show(l), Show(after[k])));
+    FUZZ_CHECK(Same(l, after[k]), fmt::format("Reserve: response level {} but GetStock says {}",
+                                              Show(l), Show(after[k])));
   }
   int64_t ttl = r.ttl_ms() > 0 ? r.ttl_ms() : options_.default_hold_ttl_ms;
   FUZZ_CHECK(hold.expires_at_ms() == clock_.NowMillis() + ttl, Show(hold));
@@ -534,17 +542,18 @@ void World::DoCommitOrRelease(bool commit, const uint8_t* data, size_t size) {
     closed = &rr->reservation();
     sequence = rr->sequence();
   }
-  FUZZ_CHECK(prior.ok() && prior->state() == inv::RESERVATION_STATE_HELD &&
-                 !prior->owned_by_order(),
-             fmt::format("{} succeeded on {}", op, prior.ok() ? Show(*prior) : std::string("nothing")));
-  FUZZ_CHECK(closed->state() == (commit ? inv::RESERVATION_STATE_COMMITTED
-                                        : inv::RESERVATION_STATE_RELEASED),
+  FUZZ_CHECK(
+      prior.ok() && prior->state() == inv::RESERVATION_STATE_HELD && !prior->owned_by_order(),
+      fmt::format("{} succeeded on {}", op, prior.ok() ? Show(*prior) : std::string("nothing")));
+  FUZZ_CHECK(closed->state() ==
+                 (commit ? inv::RESERVATION_STATE_COMMITTED : inv::RESERVATION_STATE_RELEASED),
              Show(*closed));
   FUZZ_CHECK(closed->lines_size() == prior->lines_size(), Show(*closed));
   ExpectDeltas(before, after, deltas, op);
   auto now = core_->GetReservation(id);
   FUZZ_CHECK(now.ok() && now->state() == closed->state(),
-             fmt::format("{}: GetReservation after: {}", op, now.ok() ? Show(*now) : ToString(now.status())));
+             fmt::format("{}: GetReservation after: {}", op,
+                         now.ok() ? Show(*now) : ToString(now.status())));
   CheckSequence(sequence, op);
 }
 
@@ -601,11 +610,13 @@ void World::DoCreateOrder(const uint8_t* data, size_t size) {
   FUZZ_CHECK(order.ok() && order->status() == ord::ORDER_STATUS_CONFIRMED &&
                  order->reservation_id() == resp->reservation_id() &&
                  order->customer_id() == r.customer_id(),
-             fmt::format("CreateOrder: GetOrder: {}", order.ok() ? Show(*order) : ToString(order.status())));
+             fmt::format("CreateOrder: GetOrder: {}",
+                         order.ok() ? Show(*order) : ToString(order.status())));
   auto hold = core_->GetReservation(resp->reservation_id());
-  FUZZ_CHECK(hold.ok() && hold->state() == inv::RESERVATION_STATE_HELD && hold->owned_by_order() &&
-                 hold->order_id() == resp->order_id(),
-             fmt::format("CreateOrder: hold: {}", hold.ok() ? Show(*hold) : ToString(hold.status())));
+  FUZZ_CHECK(
+      hold.ok() && hold->state() == inv::RESERVATION_STATE_HELD && hold->owned_by_order() &&
+          hold->order_id() == resp->order_id(),
+      fmt::format("CreateOrder: hold: {}", hold.ok() ? Show(*hold) : ToString(hold.status())));
   CheckSequence(resp->sequence(), "CreateOrder");
   Remember(&orders_, resp->order_id());
   Remember(&reservations_, resp->reservation_id());
@@ -632,7 +643,8 @@ void World::DoPayOrder(const uint8_t* data, size_t size) {
   auto resp = Apply("PayOrder", &InventoryCore::PayOrder, r, OrderKeys(prior), &before, &after);
   if (!resp) return;
   FUZZ_CHECK(prior.ok() && prior->status() == ord::ORDER_STATUS_CONFIRMED,
-             fmt::format("PayOrder succeeded on {}", prior.ok() ? Show(*prior) : ToString(prior.status())));
+             fmt::format("PayOrder succeeded on {}",
+                         prior.ok() ? Show(*prior) : ToString(prior.status())));
   Deltas deltas;
   for (const auto& line : prior->lines()) {
     auto& d = deltas[{line.sku(), line.location()}];
@@ -683,9 +695,9 @@ void World::DoCancelOrder(const uint8_t* data, size_t size) {
     if (prior->status() == ord::ORDER_STATUS_CONFIRMED) {
       d.reserved -= line.quantity();
     } else {
-      FUZZ_CHECK(prior->status() == ord::ORDER_STATUS_PAID ||
-                     prior->status() == ord::ORDER_STATUS_PACKING,
-                 fmt::format("CancelOrder succeeded on {}", Show(*prior)));
+      FUZZ_CHECK(
+          prior->status() == ord::ORDER_STATUS_PAID || prior->status() == ord::ORDER_STATUS_PACKING,
+          fmt::format("CancelOrder succeeded on {}", Show(*prior)));
       d.on_hand += line.quantity();
     }
   }
@@ -702,7 +714,8 @@ void World::DoWatchKeys(const uint8_t* data, size_t size) {
   auto snapshot = core_->OpenStockSnapshot(filter);
   FUZZ_CHECK(snapshot.ok(), fmt::format("OpenStockSnapshot: {}", ToString(snapshot.status())));
   FUZZ_CHECK((*snapshot)->as_of_sequence() >= last_sequence_,
-             fmt::format("snapshot as of {} but sequence {} was committed", (*snapshot)->as_of_sequence(), last_sequence_));
+             fmt::format("snapshot as of {} but sequence {} was committed",
+                         (*snapshot)->as_of_sequence(), last_sequence_));
   // Small chunks exercise the resumption of prefix scans.
   size_t chunk = 1 + r.resume_after_sequence() % 4;
   std::vector<inv::StockLevel> levels;
@@ -721,7 +734,8 @@ void World::DoWatchKeys(const uint8_t* data, size_t size) {
   }
   if (filter.empty()) {
     FUZZ_CHECK(levels.size() == core_->stats().stock_levels,
-               fmt::format("full snapshot has {} levels, the core {}", levels.size(), core_->stats().stock_levels));
+               fmt::format("full snapshot has {} levels, the core {}", levels.size(),
+                           core_->stats().stock_levels));
     return;
   }
   inv::GetStockRequest get;
@@ -730,7 +744,8 @@ void World::DoWatchKeys(const uint8_t* data, size_t size) {
   FUZZ_CHECK(resp.ok(), ToString(resp.status()));
   std::multiset<std::pair<Key, uint64_t>> expected;
   for (const auto& l : resp->levels()) expected.insert({{l.sku(), l.location()}, l.version()});
-  FUZZ_CHECK(seen == expected, fmt::format("snapshot (chunk {}) has {} levels, GetStock {} for {}", chunk, seen.size(), expected.size(), Show(r)));
+  FUZZ_CHECK(seen == expected, fmt::format("snapshot (chunk {}) has {} levels, GetStock {} for {}",
+                                           chunk, seen.size(), expected.size(), Show(r)));
 }
 
 void World::DoTick(const uint8_t* data, size_t size) {
@@ -796,10 +811,11 @@ void World::CheckStore() {
     FUZZ_CHECK(l.ParseFromArray(value.data(), static_cast<int>(value.size())), "level record");
     CheckLevel(l);
     Key k{l.sku(), l.location()};
-    FUZZ_CHECK(l.reserved() == held[k],
-               fmt::format("reserved {} but the open holds sum to {}: {}", l.reserved(), held[k], Show(l)));
+    FUZZ_CHECK(l.reserved() == held[k], fmt::format("reserved {} but the open holds sum to {}: {}",
+                                                    l.reserved(), held[k], Show(l)));
     if (auto it = announced.find(l.sequence()); it != announced.end()) {
-      FUZZ_CHECK(Same(it->second, l), fmt::format("stored level {} but its event said {}", Show(l), Show(it->second)));
+      FUZZ_CHECK(Same(it->second, l),
+                 fmt::format("stored level {} but its event said {}", Show(l), Show(it->second)));
     }
     FUZZ_CHECK(l.sequence() >= 1 && l.sequence() <= last, Show(l));
     ++levels;
@@ -807,7 +823,9 @@ void World::CheckStore() {
   });
   FUZZ_CHECK(s.ok(), ToString(s));
   for (const auto& [k, sum] : held) {
-    FUZZ_CHECK(sum == 0 || store_->Get(Table::kStock, fmt::format("{}{}{}", k.first, std::string(1, '\0'), k.second))
+    FUZZ_CHECK(sum == 0 || store_
+                               ->Get(Table::kStock,
+                                     fmt::format("{}{}{}", k.first, std::string(1, '\0'), k.second))
                                ->has_value(),
                fmt::format("a hold names level {}/{} that does not exist", k.first, k.second));
   }
@@ -816,7 +834,8 @@ void World::CheckStore() {
     auto group = store_->NewWriteGroup();
     group->DeleteRange(Table::kOutbox, storage::EncodeSequence(1),
                        storage::EncodeSequence(last + 1));
-    FUZZ_CHECK(store_->Commit(*group, storage::CommitMode::kConfigured).ok(), "trimming the outbox");
+    FUZZ_CHECK(store_->Commit(*group, storage::CommitMode::kConfigured).ok(),
+               "trimming the outbox");
     outbox_checked_ = last;
   }
 }
@@ -836,17 +855,39 @@ void World::Run(const uint8_t* data, size_t size) {
   int op = data[0] == 0xff ? kTick : data[0] % kRequestCount;
   g_op = op;
   switch (op) {
-    case kAdjust: DoAdjust(body, n); break;
-    case kReserve: DoReserve(body, n); break;
-    case kCommit: DoCommitOrRelease(true, body, n); break;
-    case kRelease: DoCommitOrRelease(false, body, n); break;
-    case kGetStock: DoGetStock(body, n); break;
-    case kCreateOrder: DoCreateOrder(body, n); break;
-    case kPayOrder: DoPayOrder(body, n); break;
-    case kAdvanceOrder: DoAdvanceOrder(body, n); break;
-    case kCancelOrder: DoCancelOrder(body, n); break;
-    case kWatchKeys: DoWatchKeys(body, n); break;
-    case kTick: DoTick(body, n); break;
+    case kAdjust:
+      DoAdjust(body, n);
+      break;
+    case kReserve:
+      DoReserve(body, n);
+      break;
+    case kCommit:
+      DoCommitOrRelease(true, body, n);
+      break;
+    case kRelease:
+      DoCommitOrRelease(false, body, n);
+      break;
+    case kGetStock:
+      DoGetStock(body, n);
+      break;
+    case kCreateOrder:
+      DoCreateOrder(body, n);
+      break;
+    case kPayOrder:
+      DoPayOrder(body, n);
+      break;
+    case kAdvanceOrder:
+      DoAdvanceOrder(body, n);
+      break;
+    case kCancelOrder:
+      DoCancelOrder(body, n);
+      break;
+    case kWatchKeys:
+      DoWatchKeys(body, n);
+      break;
+    case kTick:
+      DoTick(body, n);
+      break;
   }
   if (runs_ % kCheckStoreEvery == 0) CheckStore();
 }

@@ -44,7 +44,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(ok == (size >= 8), fmt::format("DecodeTimestamped of {} bytes", size));
   if (ok) {
     FUZZ_CHECK(payload.size() == size - 8, fmt::format("{}", payload.size()));
-    FUZZ_CHECK(st::EncodeTimestamped(created, payload) == bytes, fmt::format("created {}", created));
+    FUZZ_CHECK(st::EncodeTimestamped(created, payload) == bytes,
+               fmt::format("created {}", created));
   }
 
   // Encoding values taken from the input.
@@ -52,9 +53,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   uint64_t b = size > 8 ? Load64(data + 8, size - 8) : ~a;
   std::string ea = st::EncodeSequence(a), eb = st::EncodeSequence(b);
   FUZZ_CHECK(ea.size() == 8 && eb.size() == 8, "EncodeSequence size");
-  FUZZ_CHECK(st::DecodeSequence(ea) == a && st::DecodeSequence(eb) == b, fmt::format("{} {}", a, b));
+  FUZZ_CHECK(st::DecodeSequence(ea) == a && st::DecodeSequence(eb) == b,
+             fmt::format("{} {}", a, b));
   int order = Sign(std::memcmp(ea.data(), eb.data(), 8));
-  FUZZ_CHECK(order == (a < b ? -1 : a > b ? 1 : 0),
+  FUZZ_CHECK(order == (a < b   ? -1
+                       : a > b ? 1
+                               : 0),
              fmt::format("byte order of {} and {} is not numeric order", a, b));
 
   std::string_view rest = size > 8 ? bytes.substr(8) : std::string_view();

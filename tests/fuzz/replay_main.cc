@@ -153,7 +153,8 @@ int main(int argc, char** argv) {
   for (const auto& input : corpus) {
     for (long m = 0; m < mutations; ++m, ++runs) Run(Mutate(input, corpus, rng));
   }
-  std::fprintf(stderr, "fuzz replay: %zu corpus inputs and %ld mutations of them (seed %llu): no crash\n",
-              corpus.size(), runs, static_cast<unsigned long long>(seed));
+  std::fprintf(stderr,
+               "fuzz replay: %zu corpus inputs and %ld mutations of them (seed %llu): no crash\n",
+               corpus.size(), runs, static_cast<unsigned long long>(seed));
   return 0;
 }

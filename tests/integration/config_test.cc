@@ -1,10 +1,11 @@
 // The server's configuration: flags, environment, config file, validation.
+#include "server/config.h"
+
 #include <cstdlib>
 #include <fstream>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/config.h"
 
 namespace feed::server {
 namespace {

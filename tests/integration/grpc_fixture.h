@@ -7,11 +7,11 @@
 #include <memory>
 #include <string>
 
+#include "app/feed_server.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "inventory/v1/inventory.grpc.pb.h"
 #include "order/v1/order.grpc.pb.h"
-#include "app/feed_server.h"
 
 namespace feed::test {
 

@@ -6,26 +6,26 @@
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
-#include <map>
-#include <mutex>
 #include <fstream>
 #include <future>
+#include <map>
+#include <mutex>
 #include <thread>
 
+#include "app/feed_server.h"
 #include "gmock/gmock.h"
+#include "grpc_fixture.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "inventory/v1/inventory.grpc.pb.h"
 #include "order/v1/order.grpc.pb.h"
-#include "grpc_fixture.h"
-#include "app/feed_server.h"
 
 namespace feed {
 namespace {
 
-using ::testing::HasSubstr;
 using test::GrpcTest;
+using ::testing::HasSubstr;
 namespace inv = inventory::v1;
 namespace ord = order::v1;
 
@@ -209,8 +209,8 @@ TEST_F(GrpcTest, OrderLifecycleAndStreamEndsAtTerminalStatus) {
   ord::OrderResponse out;
   EXPECT_EQ(orders_->AdvanceOrder(Ctx().get(), skip, &out).error_code(),
             grpc::StatusCode::FAILED_PRECONDITION);
-  for (auto target : {ord::ORDER_STATUS_PACKING, ord::ORDER_STATUS_DISPATCHED,
-                      ord::ORDER_STATUS_DELIVERED}) {
+  for (auto target :
+       {ord::ORDER_STATUS_PACKING, ord::ORDER_STATUS_DISPATCHED, ord::ORDER_STATUS_DELIVERED}) {
     ord::AdvanceOrderRequest adv;
     adv.set_order_id(created.order_id());
     adv.set_target(target);
@@ -524,7 +524,8 @@ TEST_F(GrpcTest, FeedBatchesCommandsAndResultsInOneMessage) {
     std::vector<inv::FeedResponse> all{resp};
     all.insert(all.end(), resp.more().begin(), resp.more().end());
     for (auto& r : all) {
-      EXPECT_TRUE(results.emplace(r.request_id(), r).second) << "two results for " << r.request_id();
+      EXPECT_TRUE(results.emplace(r.request_id(), r).second)
+          << "two results for " << r.request_id();
     }
   }
   EXPECT_TRUE(stream->Finish().ok());
@@ -640,7 +641,8 @@ TEST_F(GrpcTest, HundredClientsRaceForTheLastUnitsWithoutOversell) {
         } else {
           ++other;
           std::lock_guard lock(other_mu);
-          other_statuses += std::to_string(static_cast<int>(s.error_code())) + " " + s.error_message() + "; ";
+          other_statuses +=
+              std::to_string(static_cast<int>(s.error_code())) + " " + s.error_message() + "; ";
         }
       }
     });
@@ -663,8 +665,8 @@ TEST_F(GrpcTest, HealthIsServing) {
   grpc::Status status;
   std::promise<void> done;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  generic.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request,
-                    &response, [&](grpc::Status s) {
+  generic.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
+                    [&](grpc::Status s) {
                       status = s;
                       done.set_value();
                     });
@@ -767,8 +769,8 @@ TEST_F(GrpcTest, SeedContractClientWorksUnchanged) {
   ord::PayOrderRequest pay;
   pay.set_order_id(order_id);
   ASSERT_TRUE(orders_->PayOrder(Ctx().get(), pay, &out_resp).ok());
-  for (auto target : {ord::ORDER_STATUS_PACKING, ord::ORDER_STATUS_DISPATCHED,
-                      ord::ORDER_STATUS_DELIVERED}) {
+  for (auto target :
+       {ord::ORDER_STATUS_PACKING, ord::ORDER_STATUS_DISPATCHED, ord::ORDER_STATUS_DELIVERED}) {
     ord::AdvanceOrderRequest adv;
     adv.set_order_id(order_id);
     adv.set_target(target);

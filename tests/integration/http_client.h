@@ -92,7 +92,8 @@ class HttpConnection {
     bhttp::read_header(socket_, buffer_, *stream_, ec);
     if (ec) return head;
     head.status = static_cast<int>(stream_->get().result_int());
-    for (const auto& f : stream_->get()) head.headers[std::string(f.name_string())] = std::string(f.value());
+    for (const auto& f : stream_->get())
+      head.headers[std::string(f.name_string())] = std::string(f.value());
     // A response that is not streamed (an error before any update) has a plain body.
     if (!stream_->chunked()) {
       std::string body;

@@ -7,9 +7,9 @@
 #include <regex>
 #include <thread>
 
+#include "fmt/format.h"
 #include "grpc_fixture.h"
 #include "http_client.h"
-#include "fmt/format.h"
 #include "nlohmann/json.hpp"
 
 namespace feed::test {
@@ -90,7 +90,8 @@ TEST_F(HttpTest, IdempotencyKeyHeaderReplaysAndConflicts) {
   auto second = c.Call("POST", "/v1/reservations", body, {{"Idempotency-Key", "k-1"}});
   ASSERT_EQ(first.status, 201) << first.body;
   ASSERT_EQ(second.status, 201) << second.body;
-  EXPECT_EQ(Json(first)["reservation"]["reservationId"], Json(second)["reservation"]["reservationId"]);
+  EXPECT_EQ(Json(first)["reservation"]["reservationId"],
+            Json(second)["reservation"]["reservationId"]);
   EXPECT_EQ(first.header("Idempotent-Replayed"), "");
   EXPECT_EQ(second.header("Idempotent-Replayed"), "true");
   auto other = c.Call("POST", "/v1/reservations",
@@ -103,18 +104,20 @@ TEST_F(HttpTest, IdempotencyKeyHeaderReplaysAndConflicts) {
 TEST_F(HttpTest, BadRequestsNameTheFieldAndChangeNothing) {
   auto c = Connect();
   SetStock(c, "h-bad", 5);
-  ExpectError(c.Call("POST", "/v1/reservations", R"({"lines":[{"sku":"h-bad","quantity":1}],"colour":1})"),
-              400, 3, "colour");
-  ExpectError(c.Call("POST", "/v1/reservations", R"({"lines":[{"sku":"h-bad","quantity":"many"}]})"),
-              400, 3, "quantity");
+  ExpectError(
+      c.Call("POST", "/v1/reservations", R"({"lines":[{"sku":"h-bad","quantity":1}],"colour":1})"),
+      400, 3, "colour");
+  ExpectError(
+      c.Call("POST", "/v1/reservations", R"({"lines":[{"sku":"h-bad","quantity":"many"}]})"), 400,
+      3, "quantity");
   ExpectError(c.Call("POST", "/v1/reservations", R"({"lines":[)"), 400, 3, "request body");
   ExpectError(c.Call("POST", "/v1/reservations",
                      R"({"lines":[{"sku":"h-bad","quantity":99999999999999999999999}]})"),
               400, 3, "request body");
   ExpectError(c.Call("POST", "/v1/reservations", R"({"lines":[{"sku":"","quantity":1}]})"), 400, 3,
               "lines[0].sku");
-  ExpectError(c.Call("POST", "/v1/reservations", R"({"lines":[{"sku":"h-bad","quantity":6}]})"), 400,
-              9, "h-bad");
+  ExpectError(c.Call("POST", "/v1/reservations", R"({"lines":[{"sku":"h-bad","quantity":6}]})"),
+              400, 9, "h-bad");
   ExpectError(c.Call("GET", "/v1/stock?sku=h-bad&colour=red"), 400, 3, "colour");
   ExpectError(c.Call("GET", "/v1/stock:watch?resume_after_sequence=soon"), 400, 3,
               "resume_after_sequence");
@@ -140,17 +143,21 @@ TEST_F(HttpTest, OrdersThroughTheRoutesIncludingTheSeedContract) {
   auto c = Connect();
   SetStock(c, "h-book", 3);
   // The seed article's CreateOrder body: customer, item ids, amount.
-  auto created = c.Call("POST", "/v1/orders",
-                        json{{"customer_id", "cust-441"}, {"item_ids", {"h-book"}}, {"total_amount", 12.5}}.dump());
+  auto created = c.Call(
+      "POST", "/v1/orders",
+      json{{"customer_id", "cust-441"}, {"item_ids", {"h-book"}}, {"total_amount", 12.5}}.dump());
   ASSERT_EQ(created.status, 201) << created.body;
   std::string id = Json(created)["orderId"];
   EXPECT_EQ(created.header("Location"), "/v1/orders/" + id);
-  auto paid = c.Call("POST", "/v1/orders/" + id + ":pay", json{{"paymentReference", "pay-1"}}.dump());
+  auto paid =
+      c.Call("POST", "/v1/orders/" + id + ":pay", json{{"paymentReference", "pay-1"}}.dump());
   ASSERT_EQ(paid.status, 200) << paid.body;
   EXPECT_EQ(Json(paid)["order"]["status"], "ORDER_STATUS_PAID");
-  auto advanced = c.Call("POST", "/v1/orders/" + id + ":advance", json{{"target", "ORDER_STATUS_PACKING"}}.dump());
+  auto advanced = c.Call("POST", "/v1/orders/" + id + ":advance",
+                         json{{"target", "ORDER_STATUS_PACKING"}}.dump());
   ASSERT_EQ(advanced.status, 200) << advanced.body;
-  auto cancelled = c.Call("POST", "/v1/orders/" + id + ":cancel", json{{"reason", "changed mind"}}.dump());
+  auto cancelled =
+      c.Call("POST", "/v1/orders/" + id + ":cancel", json{{"reason", "changed mind"}}.dump());
   ASSERT_EQ(cancelled.status, 200) << cancelled.body;
   auto got = c.Call("GET", "/v1/orders/" + id);
   ASSERT_EQ(got.status, 200) << got.body;
@@ -325,7 +332,9 @@ TEST_F(HttpTest, SseWatchResumesWithLastEventIdExactlyWhereItLeftOff) {
 
 class HttpSmallRetentionTest : public HttpTest {
   void Customize(server::ServerConfig& c) override {
-    HttpTest::Customize(c); c.core.change_feed_retention = 4; }
+    HttpTest::Customize(c);
+    c.core.change_feed_retention = 4;
+  }
 };
 
 TEST_F(HttpSmallRetentionTest, AResumeOlderThanTheRetentionIsOutOfRangeOrASnapshot) {
@@ -345,9 +354,9 @@ TEST_F(HttpSmallRetentionTest, AResumeOlderThanTheRetentionIsOutOfRangeOrASnapsh
 TEST_F(HttpTest, OrderUpdatesStreamEndsAtTheTerminalStatus) {
   Adjust("o-1", 2);
   auto c = Connect();
-  auto created = c.Call(
-      "POST", "/v1/orders",
-      json{{"customerId", "cust-7"}, {"lines", {{{"sku", "o-1"}, {"quantity", 1}}}}}.dump());
+  auto created =
+      c.Call("POST", "/v1/orders",
+             json{{"customerId", "cust-7"}, {"lines", {{{"sku", "o-1"}, {"quantity", 1}}}}}.dump());
   ASSERT_EQ(created.status, 201) << created.body;
   std::string id = Json(created)["orderId"];
   auto watcher = Connect();
@@ -408,8 +417,8 @@ TEST_F(HttpTest, ShutdownEndsOpenStreamsWithUnavailable) {
   c.ReadStreamUntil([](const std::string& t) { return Count(t, "KIND_SNAPSHOT_END"); },
                     std::chrono::seconds(5), &ended);
   std::thread stopper([&] { server_->Shutdown(); });
-  auto text = c.ReadStreamUntil([](const std::string&) { return false; }, std::chrono::seconds(10),
-                                &ended);
+  auto text =
+      c.ReadStreamUntil([](const std::string&) { return false; }, std::chrono::seconds(10), &ended);
   stopper.join();
   EXPECT_TRUE(ended);
   EXPECT_THAT(text, HasSubstr("event: error"));

@@ -27,8 +27,8 @@ extern char** environ;
 namespace feed {
 namespace {
 
-using ::testing::HasSubstr;
 using test::GrpcTest;
+using ::testing::HasSubstr;
 namespace inv = inventory::v1;
 namespace ord = order::v1;
 
@@ -130,8 +130,8 @@ class StreamChecker {
   void Change(const inv::StockUpdate& u) {
     EXPECT_EQ(u.kind(), inv::StockUpdate::KIND_CHANGE);
     EXPECT_EQ(u.sequence(), last_sequence_ + 1)
-        << "after " << last_sequence_ << " came " << u.sequence() << " (" << u.level().sku()
-        << " v" << u.level().version() << ")";
+        << "after " << last_sequence_ << " came " << u.sequence() << " (" << u.level().sku() << " v"
+        << u.level().version() << ")";
     last_sequence_ = u.sequence();
     auto it = versions_.find(u.level().sku());
     if (it != versions_.end()) {
@@ -394,8 +394,8 @@ TEST_F(StreamTest, AUnaryRequestThatCannotBeParsedGetsInvalidArgumentSayingWhy) 
         "/order.v1.OrderService/PayOrder", "/order.v1.OrderService/AdvanceOrder",
         "/order.v1.OrderService/CancelOrder"}) {
     grpc::Status s = RawUnary(channel_, method, kGarbage);
-    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << method << ": "
-                                                                  << s.error_message();
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << method << ": " << s.error_message();
     EXPECT_THAT(s.error_message(), HasSubstr("could not be parsed")) << method;
   }
   grpc::Status utf8 = RawUnary(channel_, "/inventory.v1.InventoryService/Reserve", kBadUtf8Reserve);
@@ -435,11 +435,11 @@ grpc::Status RawServerStream(const std::shared_ptr<grpc::Channel>& channel,
 }
 
 TEST_F(StreamTest, AStreamRequestThatCannotBeParsedGetsInvalidArgument) {
-  for (const char* method : {"/inventory.v1.InventoryService/WatchStock",
-                             "/order.v1.OrderService/StreamOrderUpdates"}) {
+  for (const char* method :
+       {"/inventory.v1.InventoryService/WatchStock", "/order.v1.OrderService/StreamOrderUpdates"}) {
     grpc::Status s = RawServerStream(channel_, method, kGarbage);
-    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << method << ": "
-                                                                  << s.error_message();
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << method << ": " << s.error_message();
     EXPECT_THAT(s.error_message(), HasSubstr("could not be parsed")) << method;
   }
 }

@@ -151,8 +151,7 @@ int Verify(const std::string& address, uint64_t seed, uint64_t units) {
         level.available() < 0) {
       std::fprintf(stderr, "chaos-client: %s on_hand %lld reserved %lld, model %lld / %lld\n",
                    level.sku().c_str(), static_cast<long long>(level.on_hand()),
-                   static_cast<long long>(level.reserved()),
-                   static_cast<long long>(e.on_hand[sku]),
+                   static_cast<long long>(level.reserved()), static_cast<long long>(e.on_hand[sku]),
                    static_cast<long long>(e.reserved[sku]));
       ++bad;
     }
@@ -172,6 +171,7 @@ int main(int argc, char** argv) {
   if (argc >= 5 && std::string(argv[1]) == "verify") {
     return Verify(argv[2], std::stoull(argv[3]), std::stoull(argv[4]));
   }
-  std::fprintf(stderr, "usage: chaos-client run ADDRESS SEED UNITS THREADS | verify ADDRESS SEED UNITS\n");
+  std::fprintf(stderr,
+               "usage: chaos-client run ADDRESS SEED UNITS THREADS | verify ADDRESS SEED UNITS\n");
   return 2;
 }

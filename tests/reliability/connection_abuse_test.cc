@@ -162,24 +162,22 @@ class ConnectionAbuse : public ::testing::Test {
     rlimit lim{};
     getrlimit(RLIMIT_NOFILE, &lim);
     if (lim.rlim_cur < static_cast<rlim_t>(2 * WaveSize() + 200)) {
-      GTEST_SKIP() << "RLIMIT_NOFILE " << lim.rlim_cur << " is too low for waves of "
-                   << WaveSize() << " (set ABUSE_CONNECTIONS lower)";
+      GTEST_SKIP() << "RLIMIT_NOFILE " << lim.rlim_cur << " is too low for waves of " << WaveSize()
+                   << " (set ABUSE_CONNECTIONS lower)";
     }
     server_ = std::make_unique<testing::ServerProcess>(
         FEED_SERVER_PATH,
         std::vector<std::string>{
-            "--durability", "async",
-            "--handshake-timeout-ms", std::to_string(kHandshakeTimeoutMs),
-            "--max-connection-idle-ms", std::to_string(IdleMs()),
-            "--keepalive-time-ms", std::to_string(kKeepaliveMs),
-            "--keepalive-timeout-ms", std::to_string(kKeepaliveTimeoutMs),
-            "--keepalive-min-ping-interval-ms", "5000",
+            "--durability", "async", "--handshake-timeout-ms", std::to_string(kHandshakeTimeoutMs),
+            "--max-connection-idle-ms", std::to_string(IdleMs()), "--keepalive-time-ms",
+            std::to_string(kKeepaliveMs), "--keepalive-timeout-ms",
+            std::to_string(kKeepaliveTimeoutMs), "--keepalive-min-ping-interval-ms", "5000",
             "--max-open-streams", std::to_string(kMaxOpenStreams)},
         /*port_offset=*/7);
     ASSERT_TRUE(server_->started());
     auto channel = grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials());
-    ASSERT_TRUE(channel->WaitForConnected(std::chrono::system_clock::now() +
-                                          std::chrono::seconds(10)));
+    ASSERT_TRUE(
+        channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10)));
     ASSERT_TRUE(Healthy(server_->address()));
     // Settle: the probe channels above are closed when idle; count from there.
     std::this_thread::sleep_for(std::chrono::milliseconds(IdleMs() + 1000));
@@ -264,12 +262,14 @@ TEST_F(ConnectionAbuse, SilentSocketsAreClosedAfterTheHandshakeTimeout) {
       ADD_FAILURE() << "connecting the wave took longer than the handshake timeout";
     } else {
       // A sanitizer build can be that slow: the early-close check has no window left.
-      std::printf("[ abuse    ] silent sockets   round %d: connected too slowly to check for "
-                  "early closes\n", round);
+      std::printf(
+          "[ abuse    ] silent sockets   round %d: connected too slowly to check for "
+          "early closes\n",
+          round);
     }
     // ... and every one closed by the server after it.
-    EXPECT_EQ(WaitAllClosed(fds, std::chrono::milliseconds(kHandshakeTimeoutMs +
-                                                           8000 * testing::kSlowdown)),
+    EXPECT_EQ(WaitAllClosed(
+                  fds, std::chrono::milliseconds(kHandshakeTimeoutMs + 8000 * testing::kSlowdown)),
               0);
     for (int fd : fds) close(fd);
     ExpectReclaimed("silent sockets", round, peak, &first_kb);
@@ -389,8 +389,8 @@ TEST_F(ConnectionAbuse, PingFloodsGetGoAwayEnhanceYourCalm) {
           if (in.size() - pos < 9 + len) break;
           if (h[3] == kGoAway && len >= 8) {
             const auto* pl = h + 9;
-            const uint32_t code = (uint32_t{pl[4]} << 24) | (uint32_t{pl[5]} << 16) |
-                                  (uint32_t{pl[6]} << 8) | pl[7];
+            const uint32_t code =
+                (uint32_t{pl[4]} << 24) | (uint32_t{pl[5]} << 16) | (uint32_t{pl[6]} << 8) | pl[7];
             goaway = code == kEnhanceYourCalm;
           }
           pos += 9 + len;

@@ -38,8 +38,8 @@ inline constexpr int kSlowdown = FEED_SANITIZED ? 10 : 1;
 class ServerProcess {
  public:
   // Starts `binary --listen 127.0.0.1:<port> --data-dir <tmp> --metrics-listen
-  // 127.0.0.1:<port + 20000> --http-listen "" --log-rpcs false` plus `extra_args`. `port_offset` keeps tests
-  // of one ctest run apart.
+  // 127.0.0.1:<port + 20000> --http-listen "" --log-rpcs false` plus `extra_args`. `port_offset`
+  // keeps tests of one ctest run apart.
   ServerProcess(const std::string& binary, const std::vector<std::string>& extra_args,
                 int port_offset = 0) {
     char tmpl[] = "/tmp/feed-reliability-XXXXXX";
@@ -47,10 +47,17 @@ class ServerProcess {
     port_ = 20000 + static_cast<int>((getpid() + port_offset) % 20000);
     address_ = "127.0.0.1:" + std::to_string(port_);
     metrics_address_ = "127.0.0.1:" + std::to_string(port_ + 20000);
-    std::vector<std::string> args = {binary,           "--listen",      address_,
-                                     "--data-dir",     dir_ + "/data",  "--metrics-listen",
-                                     metrics_address_, "--log-rpcs",    "false",
-                                     "--http-listen",  ""};
+    std::vector<std::string> args = {binary,
+                                     "--listen",
+                                     address_,
+                                     "--data-dir",
+                                     dir_ + "/data",
+                                     "--metrics-listen",
+                                     metrics_address_,
+                                     "--log-rpcs",
+                                     "false",
+                                     "--http-listen",
+                                     ""};
     args.insert(args.end(), extra_args.begin(), extra_args.end());
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
@@ -125,7 +132,8 @@ class ServerProcess {
   double MetricTotal(const std::string& name) const {
     double total = -1;
     for (const auto& [series, value] : Metrics()) {
-      if (series == name || series.rfind(name + "{", 0) == 0) total = (total < 0 ? 0 : total) + value;
+      if (series == name || series.rfind(name + "{", 0) == 0)
+        total = (total < 0 ? 0 : total) + value;
     }
     return total;
   }

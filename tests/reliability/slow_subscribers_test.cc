@@ -35,13 +35,14 @@ TEST(SlowSubscribers, StalledReadersAreEndedAndMemoryStaysFlat) {
   const int seconds = std::getenv("SLOW_SUBSCRIBER_SECONDS")
                           ? std::atoi(std::getenv("SLOW_SUBSCRIBER_SECONDS"))
                           : 20;
-  testing::ServerProcess server(FEED_SERVER_PATH, {"--durability", "async",
-                                                   "--stream-max-queued-levels", "1000",
-                                                   "--stream-stall-timeout-ms", "5000"});
+  testing::ServerProcess server(FEED_SERVER_PATH,
+                                {"--durability", "async", "--stream-max-queued-levels", "1000",
+                                 "--stream-stall-timeout-ms", "5000"});
   ASSERT_TRUE(server.started());
   const std::string& address = server.address();
   auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
-  ASSERT_TRUE(channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10)));
+  ASSERT_TRUE(
+      channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10)));
   auto stub = inv::InventoryService::NewStub(channel);
 
   // A tenth under a sanitizer: there the 110 snapshots of 5,000 rows alone outlast the time
@@ -77,8 +78,7 @@ TEST(SlowSubscribers, StalledReadersAreEndedAndMemoryStaysFlat) {
     s->stub = inv::InventoryService::NewStub(s->channel);
     // Bounded even if the server never ended it (the check below then fails, not hangs);
     // far enough that a load phase running late (a busy machine) still drains before it.
-    s->ctx.set_deadline(std::chrono::system_clock::now() +
-                        std::chrono::seconds(2 * seconds + 300));
+    s->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2 * seconds + 300));
     s->reader = s->stub->WatchStock(&s->ctx, inv::WatchStockRequest());
     stalled.push_back(std::move(s));
   }
@@ -94,7 +94,8 @@ TEST(SlowSubscribers, StalledReadersAreEndedAndMemoryStaysFlat) {
       inv::StockUpdate u;
       std::vector<int64_t> mine;
       while (reader->Read(&u)) {
-        if (u.kind() == inv::StockUpdate::KIND_CHANGE) mine.push_back(NowMs() - u.level().updated_at_ms());
+        if (u.kind() == inv::StockUpdate::KIND_CHANGE)
+          mine.push_back(NowMs() - u.level().updated_at_ms());
       }
       std::lock_guard lock(lag_mu);
       lags.insert(lags.end(), mine.begin(), mine.end());
@@ -176,25 +177,26 @@ TEST(SlowSubscribers, StalledReadersAreEndedAndMemoryStaysFlat) {
 
   std::sort(lags.begin(), lags.end());
   int64_t p99 = lags.empty() ? -1 : lags[lags.size() * 99 / 100];
-  std::printf("[ slow     ] %d s, %lld updates sent (%.0f/s), server RSS less RocksDB caches "
-              "baseline %ld MB, peak %ld MB (RSS %ld -> peak %ld MB), %d/100 stalled ended with "
-              "RESOURCE_EXHAUSTED, live lag p99 %lld ms over %zu updates\n",
-              seconds, static_cast<long long>(sent.load()), sent.load() / double(seconds),
-              baseline_kb / 1024, peak_kb / 1024, baseline_rss_kb / 1024, peak_rss_kb / 1024,
-              exhausted, static_cast<long long>(p99), lags.size());
+  std::printf(
+      "[ slow     ] %d s, %lld updates sent (%.0f/s), server RSS less RocksDB caches "
+      "baseline %ld MB, peak %ld MB (RSS %ld -> peak %ld MB), %d/100 stalled ended with "
+      "RESOURCE_EXHAUSTED, live lag p99 %lld ms over %zu updates\n",
+      seconds, static_cast<long long>(sent.load()), sent.load() / double(seconds),
+      baseline_kb / 1024, peak_kb / 1024, baseline_rss_kb / 1024, peak_rss_kb / 1024, exhausted,
+      static_cast<long long>(p99), lags.size());
   auto mb = [](const std::map<std::string, double>& g, const char* name) {
     auto it = g.find(name);
     return it == g.end() ? -1.0 : it->second / (1 << 20);
   };
-  std::printf("[ slow     ] heap allocated %.0f -> %.0f MB, allocator free pages %.0f -> %.0f MB "
-              "and caches %.0f -> %.0f MB, RocksDB memtables+cache %.0f -> %.0f MB (baseline -> "
-              "end); %.0f streams ended as slow readers\n",
-              mb(baseline_gauges, "heap_allocated_bytes"), mb(end_gauges, "heap_allocated_bytes"),
-              mb(baseline_gauges, "heap_free_bytes"), mb(end_gauges, "heap_free_bytes"),
-              mb(baseline_gauges, "heap_cached_bytes"), mb(end_gauges, "heap_cached_bytes"),
-              testing::ServerProcess::RocksDbCachesKb(baseline_gauges) / 1024.0,
-              testing::ServerProcess::RocksDbCachesKb(end_gauges) / 1024.0,
-              slow_ended);
+  std::printf(
+      "[ slow     ] heap allocated %.0f -> %.0f MB, allocator free pages %.0f -> %.0f MB "
+      "and caches %.0f -> %.0f MB, RocksDB memtables+cache %.0f -> %.0f MB (baseline -> "
+      "end); %.0f streams ended as slow readers\n",
+      mb(baseline_gauges, "heap_allocated_bytes"), mb(end_gauges, "heap_allocated_bytes"),
+      mb(baseline_gauges, "heap_free_bytes"), mb(end_gauges, "heap_free_bytes"),
+      mb(baseline_gauges, "heap_cached_bytes"), mb(end_gauges, "heap_cached_bytes"),
+      testing::ServerProcess::RocksDbCachesKb(baseline_gauges) / 1024.0,
+      testing::ServerProcess::RocksDbCachesKb(end_gauges) / 1024.0, slow_ended);
   EXPECT_EQ(exhausted, 100);
   EXPECT_EQ(slow_ended, 100) << "the server's feed_stream_slow_reader_ended_total";
   ASSERT_FALSE(lags.empty());

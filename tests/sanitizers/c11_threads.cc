@@ -21,11 +21,16 @@ namespace {
 
 int FromErrno(int error) {
   switch (error) {
-    case 0: return thrd_success;
-    case ENOMEM: return thrd_nomem;
-    case ETIMEDOUT: return thrd_timedout;
-    case EBUSY: return thrd_busy;
-    default: return thrd_error;
+    case 0:
+      return thrd_success;
+    case ENOMEM:
+      return thrd_nomem;
+    case ETIMEDOUT:
+      return thrd_timedout;
+    case EBUSY:
+      return thrd_busy;
+    default:
+      return thrd_error;
   }
 }
 
@@ -101,7 +106,9 @@ extern "C" int mtx_unlock(mtx_t* mutex) {
 
 extern "C" void mtx_destroy(mtx_t* mutex) { pthread_mutex_destroy(AsPthread(mutex)); }
 
-extern "C" int cnd_init(cnd_t* cond) { return FromErrno(pthread_cond_init(AsPthread(cond), nullptr)); }
+extern "C" int cnd_init(cnd_t* cond) {
+  return FromErrno(pthread_cond_init(AsPthread(cond), nullptr));
+}
 
 extern "C" int cnd_signal(cnd_t* cond) { return FromErrno(pthread_cond_signal(AsPthread(cond))); }
 

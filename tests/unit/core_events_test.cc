@@ -1,5 +1,5 @@
-// Unit tests of the core: Events and the change feed: gap-free, one per change, in order, replay and gaps.
-// Fixture and invariant checks: core_fixture.h.
+// Unit tests of the core: Events and the change feed: gap-free, one per change, in order, replay
+// and gaps. Fixture and invariant checks: core_fixture.h.
 #include "core_fixture.h"
 
 namespace feed::core_test {
@@ -8,15 +8,15 @@ namespace {
 // Events
 
 TEST_F(CoreTest, EventsAreGapFreeAndOnePerChange) {
-  ASSERT_OK(Adjust("sku-a", 10));               // 1 event
-  ASSERT_OK(Adjust("sku-b", 10));               // 1
+  ASSERT_OK(Adjust("sku-a", 10));                  // 1 event
+  ASSERT_OK(Adjust("sku-b", 10));                  // 1
   auto r = Reserve({{"sku-a", 1}, {"sku-b", 1}});  // 2
   ASSERT_OK(r);
   ASSERT_OK(Commit(r->reservation().reservation_id()));  // 2
-  auto o = CreateOrder({"sku-a"});              // 1 + 1
+  auto o = CreateOrder({"sku-a"});                       // 1 + 1
   ASSERT_OK(o);
-  ASSERT_OK(Pay(o->order_id()));                // 1 + 1 + 1
-  ASSERT_OK(Cancel(o->order_id()));             // 1 + 1
+  ASSERT_OK(Pay(o->order_id()));                 // 1 + 1 + 1
+  ASSERT_OK(Cancel(o->order_id()));              // 1 + 1
   EXPECT_FALSE(Reserve({{"sku-a", 100}}).ok());  // 0
   ASSERT_EQ(EventCount(), 13u);
 

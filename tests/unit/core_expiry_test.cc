@@ -67,14 +67,14 @@ TEST_F(CoreTest, ClosedReservationsAndFinishedOrdersAreGonePastTheHistoryRetenti
   clock_.Advance(60'000);  // exactly the retention: still kept
   EXPECT_EQ(core_->GetReservation("cart-1")->state(), inv::RESERVATION_STATE_COMMITTED);
   EXPECT_EQ(core_->GetOrder(cancelled->order_id())->status(), ord::ORDER_STATUS_CANCELLED);
-  EXPECT_TRUE(IsError(Commit("cart-1"), absl::StatusCode::kFailedPrecondition,
-                      "already COMMITTED"));
+  EXPECT_TRUE(
+      IsError(Commit("cart-1"), absl::StatusCode::kFailedPrecondition, "already COMMITTED"));
 
   clock_.Advance(1);
   EXPECT_TRUE(IsError(core_->GetReservation("cart-1"), absl::StatusCode::kNotFound,
                       "reservation 'cart-1' not found"));
-  EXPECT_TRUE(IsError(core_->GetOrder(cancelled->order_id()), absl::StatusCode::kNotFound,
-                      "not found"));
+  EXPECT_TRUE(
+      IsError(core_->GetOrder(cancelled->order_id()), absl::StatusCode::kNotFound, "not found"));
   EXPECT_TRUE(IsError(Commit("cart-1"), absl::StatusCode::kNotFound, "reservation 'cart-1'"));
   EXPECT_TRUE(IsError(Cancel(cancelled->order_id()), absl::StatusCode::kNotFound, "not found"));
   // What is still under way stays, however old.
@@ -113,8 +113,8 @@ TEST(HistoryTest, WhatExpiresAndWhatIsKept) {
     o.set_status(status);
     EXPECT_TRUE(core::OrderExpired(o, kStart + kDay + 1, kDay)) << status;
   }
-  for (auto status : {ord::ORDER_STATUS_CONFIRMED, ord::ORDER_STATUS_PAID,
-                      ord::ORDER_STATUS_DISPATCHED}) {
+  for (auto status :
+       {ord::ORDER_STATUS_CONFIRMED, ord::ORDER_STATUS_PAID, ord::ORDER_STATUS_DISPATCHED}) {
     ord::Order o = delivered;
     o.set_status(status);
     EXPECT_FALSE(core::OrderExpired(o, kStart + 1000 * kDay, kDay)) << status;
@@ -148,8 +148,7 @@ TEST_F(CoreTest, ExpiringOrderHoldExpiresTheOrder) {
   EXPECT_EQ(order->status(), ord::ORDER_STATUS_EXPIRED);
   EXPECT_EQ(order->details(), "stock hold expired before payment");
   EXPECT_EQ(Level("sku-a").reserved(), 0);
-  EXPECT_EQ(core_->GetReservation(o->reservation_id())->state(),
-            inv::RESERVATION_STATE_EXPIRED);
+  EXPECT_EQ(core_->GetReservation(o->reservation_id())->state(), inv::RESERVATION_STATE_EXPIRED);
 
   auto events = EventsAfter(before);
   ASSERT_EQ(events.size(), 2u);
@@ -162,8 +161,7 @@ TEST_F(CoreTest, ExpiringOrderHoldExpiresTheOrder) {
   EXPECT_EQ(events[1].order_status_changed().previous_status(), ord::ORDER_STATUS_CONFIRMED);
 
   EXPECT_TRUE(IsError(Pay(o->order_id()), absl::StatusCode::kFailedPrecondition, "is EXPIRED"));
-  EXPECT_TRUE(
-      IsError(Cancel(o->order_id()), absl::StatusCode::kFailedPrecondition, "is EXPIRED"));
+  EXPECT_TRUE(IsError(Cancel(o->order_id()), absl::StatusCode::kFailedPrecondition, "is EXPIRED"));
   EXPECT_TRUE(core::IsTerminal(ord::ORDER_STATUS_EXPIRED));
 }
 

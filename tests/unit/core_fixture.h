@@ -29,8 +29,8 @@
 #include "core/history.h"
 #include "core/inventory_core.h"
 #include "core/options.h"
-#include "fmt/format.h"
 #include "events/v1/events.pb.h"
+#include "fmt/format.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "internal/v1/records.pb.h"
 #include "inventory/v1/inventory.pb.h"
@@ -59,9 +59,12 @@ using ::testing::StartsWith;
 inline constexpr int64_t kStart = 1'700'000'000'000;
 inline constexpr int64_t kDefaultTtl = 15 * 60 * 1000;
 
-inline std::string Msg(const absl::Status& s) { return std::string(s.message().data(), s.message().size()); }
+inline std::string Msg(const absl::Status& s) {
+  return std::string(s.message().data(), s.message().size());
+}
 
-inline AssertionResult IsError(const absl::Status& s, absl::StatusCode code, std::string_view needle) {
+inline AssertionResult IsError(const absl::Status& s, absl::StatusCode code,
+                               std::string_view needle) {
   if (s.code() == code && Msg(s).find(needle) != std::string::npos) return AssertionSuccess();
   return AssertionFailure() << "got " << s << "; want " << absl::StatusCodeToString(code)
                             << " with a message containing '" << needle << "'";
@@ -73,14 +76,15 @@ AssertionResult IsError(const absl::StatusOr<T>& r, absl::StatusCode code,
   return IsError(r.status(), code, needle);
 }
 
-inline AssertionResult ProtoEq(const google::protobuf::Message& a, const google::protobuf::Message& b) {
+inline AssertionResult ProtoEq(const google::protobuf::Message& a,
+                               const google::protobuf::Message& b) {
   if (google::protobuf::util::MessageDifferencer::Equals(a, b)) return AssertionSuccess();
   return AssertionFailure() << "\n" << a.DebugString() << "differs from\n" << b.DebugString();
 }
 
-#define ASSERT_OK(expr)                                  \
-  do {                                                   \
-    const auto& _r = (expr);                             \
+#define ASSERT_OK(expr)                                    \
+  do {                                                     \
+    const auto& _r = (expr);                               \
     ASSERT_TRUE(_r.ok()) << #expr << ": " << StatusOf(_r); \
   } while (0)
 
@@ -133,8 +137,8 @@ class Collector {
   }
   std::vector<absl::StatusOr<Resp>> Wait() {
     std::unique_lock lock(mu_);
-    EXPECT_TRUE(cv_.wait_for(lock, std::chrono::seconds(20),
-                             [&] { return results_.size() >= expected_; }));
+    EXPECT_TRUE(
+        cv_.wait_for(lock, std::chrono::seconds(20), [&] { return results_.size() >= expected_; }));
     return results_;
   }
 

@@ -1,5 +1,5 @@
-// Unit tests of the core: Idempotency keys: replays, conflicts, retention and concurrent duplicates.
-// Fixture and invariant checks: core_fixture.h.
+// Unit tests of the core: Idempotency keys: replays, conflicts, retention and concurrent
+// duplicates. Fixture and invariant checks: core_fixture.h.
 #include "core_fixture.h"
 
 namespace feed::core_test {

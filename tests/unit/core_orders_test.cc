@@ -94,8 +94,7 @@ TEST_F(CoreTest, PayOrderCommitsHoldWithExactlyOneReceipt) {
   EXPECT_EQ(paid->order().payment_reference(), "psp-123");
   EXPECT_EQ(Level("sku-a").on_hand(), 3);
   EXPECT_EQ(Level("sku-a").reserved(), 0);
-  EXPECT_EQ(core_->GetReservation(o->reservation_id())->state(),
-            inv::RESERVATION_STATE_COMMITTED);
+  EXPECT_EQ(core_->GetReservation(o->reservation_id())->state(), inv::RESERVATION_STATE_COMMITTED);
 
   auto events = EventsAfter(before);
   ASSERT_EQ(events.size(), 3u);  // commit of one level, status PAID, receipt
@@ -183,8 +182,7 @@ TEST_F(CoreTest, CancelConfirmedOrderReleasesHold) {
   EXPECT_EQ(Level("sku-a").reserved(), 0);
   EXPECT_EQ(Level("sku-a").on_hand(), 5);
   EXPECT_EQ(Level("sku-b").reserved(), 0);
-  EXPECT_EQ(core_->GetReservation(o->reservation_id())->state(),
-            inv::RESERVATION_STATE_RELEASED);
+  EXPECT_EQ(core_->GetReservation(o->reservation_id())->state(), inv::RESERVATION_STATE_RELEASED);
   auto events = EventsAfter(before);
   ASSERT_EQ(events.size(), 3u);
   EXPECT_EQ(events[0].stock_changed().cause(), ev::STOCK_CHANGE_CAUSE_RELEASE);

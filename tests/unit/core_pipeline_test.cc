@@ -1,5 +1,5 @@
-// Unit tests of the core: The commit pipeline: group commit across rounds, slow listeners, overlapping batches.
-// Fixture and invariant checks: core_fixture.h.
+// Unit tests of the core: The commit pipeline: group commit across rounds, slow listeners,
+// overlapping batches. Fixture and invariant checks: core_fixture.h.
 #include "core_fixture.h"
 
 namespace feed::core_test {
@@ -141,7 +141,8 @@ TEST_F(OneCommandBatchTest, BatchesAppliedWhileEarlierOnesCommitStillSeeTheirEff
   advance.set_target(ord::ORDER_STATUS_PACKING);
   Pace();
   core_->PayOrder(pay, [&](absl::StatusOr<ord::OrderResponse> r) { paid.set_value(r); });
-  core_->AdvanceOrder(advance, [&](absl::StatusOr<ord::OrderResponse> r) { advanced.set_value(r); });
+  core_->AdvanceOrder(advance,
+                      [&](absl::StatusOr<ord::OrderResponse> r) { advanced.set_value(r); });
   ASSERT_OK(paid.get_future().get());
   auto adv = advanced.get_future().get();
   ASSERT_OK(adv);

@@ -176,8 +176,8 @@ class NoQueueTest : public CoreTest {
 };
 
 TEST_F(NoQueueTest, FullQueueIsResourceExhausted) {
-  EXPECT_TRUE(IsError(Adjust("sku-a", 1), absl::StatusCode::kResourceExhausted,
-                      "writer queue is full"));
+  EXPECT_TRUE(
+      IsError(Adjust("sku-a", 1), absl::StatusCode::kResourceExhausted, "writer queue is full"));
   EXPECT_TRUE(IsError(ExpireDue(), absl::StatusCode::kResourceExhausted, "queue"));
   // Validation still comes first.
   EXPECT_TRUE(IsError(Adjust("", 1), absl::StatusCode::kInvalidArgument, "sku"));
@@ -192,7 +192,7 @@ TEST_F(CoreTest, ShutdownRejectsWithUnavailable) {
   EXPECT_TRUE(IsError(CreateOrder({"sku-a"}), absl::StatusCode::kUnavailable, "shutting down"));
   EXPECT_TRUE(IsError(ExpireDue(), absl::StatusCode::kUnavailable, "shutting down"));
   EXPECT_EQ(core_->health().code(), absl::StatusCode::kUnavailable);
-  core_->Shutdown();  // idempotent
+  core_->Shutdown();                       // idempotent
   EXPECT_EQ(Level("sku-a").on_hand(), 1);  // reads still work
 }
 

@@ -70,8 +70,8 @@ TEST_F(CoreTest, AdjustRejectsNegativeOnHand) {
   EXPECT_TRUE(IsError(Adjust("sku-new", -5), absl::StatusCode::kFailedPrecondition, "negative"));
   EXPECT_FALSE(HasLevel("sku-new"));
   // SET below zero is invalid input, not a precondition.
-  EXPECT_TRUE(IsError(Adjust("sku-1", -1, inv::ADJUST_MODE_SET),
-                      absl::StatusCode::kInvalidArgument, "quantity"));
+  EXPECT_TRUE(IsError(Adjust("sku-1", -1, inv::ADJUST_MODE_SET), absl::StatusCode::kInvalidArgument,
+                      "quantity"));
   EXPECT_EQ(EventCount(), 1u);
 }
 
@@ -82,8 +82,8 @@ TEST_F(CoreTest, AdjustBelowReservedRejectedUnlessBackorder) {
 
   EXPECT_TRUE(IsError(Adjust("sku-1", 5, inv::ADJUST_MODE_SET),
                       absl::StatusCode::kFailedPrecondition, "negative available"));
-  EXPECT_TRUE(IsError(Adjust("sku-1", -5), absl::StatusCode::kFailedPrecondition,
-                      "on_hand 5, reserved 6"));
+  EXPECT_TRUE(
+      IsError(Adjust("sku-1", -5), absl::StatusCode::kFailedPrecondition, "on_hand 5, reserved 6"));
   EXPECT_EQ(EventCount(), events);
   EXPECT_EQ(Level("sku-1").on_hand(), 10);
 
@@ -215,8 +215,8 @@ TEST_F(CoreTest, ReserveSumsDuplicateLines) {
   EXPECT_EQ(EventCount(), before + 2);
 
   // The summed quantity is what must be available.
-  EXPECT_TRUE(IsError(Reserve({{"sku-b", 5}, {"sku-b", 5}}),
-                      absl::StatusCode::kFailedPrecondition, "requested 10, available 9"));
+  EXPECT_TRUE(IsError(Reserve({{"sku-b", 5}, {"sku-b", 5}}), absl::StatusCode::kFailedPrecondition,
+                      "requested 10, available 9"));
 }
 
 TEST_F(CoreTest, ReserveIsAllOrNothing) {
@@ -254,8 +254,8 @@ TEST_F(CoreTest, ReserveUnknownSkuIsNotFound) {
   auto r = Reserve({{"sku-a", 1}, {"ghost", 1}});
   EXPECT_TRUE(IsError(r, absl::StatusCode::kNotFound, "sku 'ghost'"));
   EXPECT_THAT(Msg(r.status()), HasSubstr("lines[1]"));
-  EXPECT_TRUE(IsError(Reserve({{"sku-a", 1, "wh-9"}}), absl::StatusCode::kNotFound,
-                      "location 'wh-9'"));
+  EXPECT_TRUE(
+      IsError(Reserve({{"sku-a", 1, "wh-9"}}), absl::StatusCode::kNotFound, "location 'wh-9'"));
   EXPECT_EQ(Level("sku-a").reserved(), 0);
   EXPECT_EQ(EventCount(), before);
 }
@@ -280,8 +280,8 @@ TEST_F(CoreTest, ClientChosenReservationIdReusedIsAlreadyExists) {
   ASSERT_OK(Commit("cart-42"));
   before = EventCount();
   // Closed reservations keep their id too.
-  EXPECT_TRUE(IsError(Reserve({{"sku-a", 1}}, "cart-42"), absl::StatusCode::kAlreadyExists,
-                      "cart-42"));
+  EXPECT_TRUE(
+      IsError(Reserve({{"sku-a", 1}}, "cart-42"), absl::StatusCode::kAlreadyExists, "cart-42"));
   EXPECT_EQ(EventCount(), before);
   EXPECT_EQ(Level("sku-a").reserved(), 0);
   EXPECT_EQ(Level("sku-a").on_hand(), 9);
@@ -360,8 +360,7 @@ TEST_F(CoreTest, CommitTwiceAndReleaseAfterCommitAreRejected) {
 
   EXPECT_TRUE(IsError(Commit(id), absl::StatusCode::kFailedPrecondition,
                       fmt::format("reservation '{}' is already COMMITTED", id)));
-  EXPECT_TRUE(
-      IsError(Release(id), absl::StatusCode::kFailedPrecondition, "already COMMITTED"));
+  EXPECT_TRUE(IsError(Release(id), absl::StatusCode::kFailedPrecondition, "already COMMITTED"));
   EXPECT_EQ(EventCount(), before);
   EXPECT_EQ(Level("sku-a").on_hand(), 7);
 }

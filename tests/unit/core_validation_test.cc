@@ -1,5 +1,5 @@
-// Unit tests of the core: Validation: INVALID_ARGUMENT naming the field; nothing reaches the writer.
-// Fixture and invariant checks: core_fixture.h.
+// Unit tests of the core: Validation: INVALID_ARGUMENT naming the field; nothing reaches the
+// writer. Fixture and invariant checks: core_fixture.h.
 #include "core_fixture.h"
 
 namespace feed::core_test {
@@ -25,20 +25,19 @@ TEST_F(CoreTest, ReserveValidationNamesTheField) {
   std::vector<L> many(101, L{"sku-a", 1});
   cases.push_back({"too many lines", ReserveReq(many), "lines: at most 100 lines"});
   cases.push_back({"ttl too short", ReserveReq({{"sku-a", 1}}, "", "", 999), "ttl_ms"});
-  cases.push_back({"ttl too long",
-                   ReserveReq({{"sku-a", 1}}, "", "", 7LL * 24 * 3600 * 1000 + 1), "ttl_ms"});
+  cases.push_back(
+      {"ttl too long", ReserveReq({{"sku-a", 1}}, "", "", 7LL * 24 * 3600 * 1000 + 1), "ttl_ms"});
   cases.push_back({"negative ttl", ReserveReq({{"sku-a", 1}}, "", "", -5), "ttl_ms"});
-  cases.push_back({"space in sku", ReserveReq({{"bad sku", 1}}),
-                   "lines[0].sku: may contain only"});
+  cases.push_back({"space in sku", ReserveReq({{"bad sku", 1}}), "lines[0].sku: may contain only"});
   cases.push_back({"control char in sku", ReserveReq({{"bad\x01", 1}}), "lines[0].sku"});
   cases.push_back({"non-ascii sku", ReserveReq({{"sk\xc3\xa9", 1}}), "lines[0].sku"});
   cases.push_back({"bad location", ReserveReq({{"sku-a", 1, "wh 1"}}), "lines[0].location"});
   cases.push_back({"long reservation id", ReserveReq({{"sku-a", 1}}, std::string(129, 'r')),
                    "reservation_id: at most 128 characters, got 129"});
-  cases.push_back({"long sku", ReserveReq({{std::string(129, 's'), 1}}),
-                   "lines[0].sku: at most 128"});
-  cases.push_back({"bad key", ReserveReq({{"sku-a", 1}}, "", "key with spaces"),
-                   "idempotency_key"});
+  cases.push_back(
+      {"long sku", ReserveReq({{std::string(129, 's'), 1}}), "lines[0].sku: at most 128"});
+  cases.push_back(
+      {"bad key", ReserveReq({{"sku-a", 1}}, "", "key with spaces"), "idempotency_key"});
   {
     auto r = ReserveReq({{"sku-a", 1}});
     r.set_order_id("o!");
@@ -91,14 +90,13 @@ TEST_F(CoreTest, AdjustValidationNamesTheField) {
 TEST_F(CoreTest, CommitReleaseAndReadValidation) {
   EXPECT_TRUE(IsError(Commit(""), absl::StatusCode::kInvalidArgument, "reservation_id"));
   EXPECT_TRUE(IsError(Release("a b"), absl::StatusCode::kInvalidArgument, "reservation_id"));
-  EXPECT_TRUE(IsError(Release("r-1", std::string(600, 'x')), absl::StatusCode::kInvalidArgument,
-                      "reason"));
-  EXPECT_TRUE(IsError(Commit("r-1", "bad key"), absl::StatusCode::kInvalidArgument,
-                      "idempotency_key"));
-  EXPECT_TRUE(IsError(core_->GetReservation(""), absl::StatusCode::kInvalidArgument,
-                      "reservation_id"));
   EXPECT_TRUE(
-      IsError(core_->GetOrder("bad id"), absl::StatusCode::kInvalidArgument, "order_id"));
+      IsError(Release("r-1", std::string(600, 'x')), absl::StatusCode::kInvalidArgument, "reason"));
+  EXPECT_TRUE(
+      IsError(Commit("r-1", "bad key"), absl::StatusCode::kInvalidArgument, "idempotency_key"));
+  EXPECT_TRUE(
+      IsError(core_->GetReservation(""), absl::StatusCode::kInvalidArgument, "reservation_id"));
+  EXPECT_TRUE(IsError(core_->GetOrder("bad id"), absl::StatusCode::kInvalidArgument, "order_id"));
 
   inv::GetStockRequest none;
   EXPECT_TRUE(IsError(core_->GetStock(none), absl::StatusCode::kInvalidArgument, "keys"));

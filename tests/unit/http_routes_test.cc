@@ -84,8 +84,9 @@ class TranscodingTest : public ::testing::Test {
 
 TEST_F(TranscodingTest, QueryParametersFillScalarAndRepeatedFields) {
   inventory::v1::WatchStockRequest watch;
-  ASSERT_TRUE(Build("GET", "/v1/stock:watch?sku=a&sku=b+c&location=w%201&resume_after_sequence=17"
-                           "&snapshotOnGap=true",
+  ASSERT_TRUE(Build("GET",
+                    "/v1/stock:watch?sku=a&sku=b+c&location=w%201&resume_after_sequence=17"
+                    "&snapshotOnGap=true",
                     "", &watch)
                   .ok());
   ASSERT_EQ(watch.sku_size(), 2);
@@ -97,9 +98,9 @@ TEST_F(TranscodingTest, QueryParametersFillScalarAndRepeatedFields) {
 
 TEST_F(TranscodingTest, BodyAndPathVariablesMakeTheRequest) {
   order::v1::AdvanceOrderRequest advance;
-  ASSERT_TRUE(Build("POST", "/v1/orders/ord-7:advance", R"({"target":"ORDER_STATUS_PACKING"})",
-                    &advance)
-                  .ok());
+  ASSERT_TRUE(
+      Build("POST", "/v1/orders/ord-7:advance", R"({"target":"ORDER_STATUS_PACKING"})", &advance)
+          .ok());
   EXPECT_EQ(advance.order_id(), "ord-7");
   EXPECT_EQ(advance.target(), order::v1::ORDER_STATUS_PACKING);
 }
@@ -116,13 +117,15 @@ TEST_F(TranscodingTest, ErrorsSayWhereAndWhat) {
   EXPECT_TRUE(Build("GET", "/v1/stock?colour=red&sku=a", "", &get, true).ok());
   EXPECT_EQ(get.sku_size(), 1);
   inventory::v1::ReserveRequest reserve;
-  auto body = Build("POST", "/v1/reservations", R"({"lines":[{"sku":"a","quantity":"x"}]})", &reserve);
+  auto body =
+      Build("POST", "/v1/reservations", R"({"lines":[{"sku":"a","quantity":"x"}]})", &reserve);
   EXPECT_THAT(std::string(body.message()), HasSubstr("request body"));
   auto query_with_body = Build("POST", "/v1/reservations?ttl_ms=5", "{}", &reserve);
   EXPECT_THAT(std::string(query_with_body.message()), HasSubstr("the JSON body carries"));
   order::v1::GetOrderRequest order;
   auto not_utf8 = Build("GET", "/v1/orders/ord%AD1", "", &order);
-  EXPECT_THAT(std::string(not_utf8.message()), HasSubstr("path variable 'order_id': not valid UTF-8"));
+  EXPECT_THAT(std::string(not_utf8.message()),
+              HasSubstr("path variable 'order_id': not valid UTF-8"));
   EXPECT_TRUE(Build("GET", "/v1/orders/%C3%A9t%C3%A9", "", &order).ok());
   EXPECT_EQ(order.order_id(), "\xC3\xA9t\xC3\xA9");
   auto get_with_body = Build("GET", "/v1/stock", R"({"sku":["a"]})", &get);

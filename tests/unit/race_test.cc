@@ -7,8 +7,8 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <future>
 #include <map>
@@ -38,7 +38,9 @@ constexpr int kThreads = 64;
 constexpr int kCalls = 5000;
 constexpr int64_t kUnits = 100;
 
-std::string Msg(const absl::Status& s) { return std::string(s.message().data(), s.message().size()); }
+std::string Msg(const absl::Status& s) {
+  return std::string(s.message().data(), s.message().size());
+}
 
 class RaceTest : public ::testing::Test {
  protected:
@@ -100,20 +102,26 @@ class RaceTest : public ::testing::Test {
   }
   size_t Count(Table t) {
     size_t n = 0;
-    EXPECT_TRUE(store_->Scan(t, "", "", [&](std::string_view, std::string_view) {
-                       ++n;
-                       return true;
-                     }).ok());
+    EXPECT_TRUE(store_
+                    ->Scan(t, "", "",
+                           [&](std::string_view, std::string_view) {
+                             ++n;
+                             return true;
+                           })
+                    .ok());
     return n;
   }
   std::map<std::string, int64_t> HeldPerSku() {
     std::map<std::string, int64_t> held;
-    EXPECT_TRUE(store_->Scan(Table::kHolds, "", "", [&](std::string_view, std::string_view v) {
-                       inv::Reservation r;
-                       EXPECT_TRUE(r.ParseFromArray(v.data(), static_cast<int>(v.size())));
-                       for (const auto& l : r.lines()) held[l.sku()] += l.quantity();
-                       return true;
-                     }).ok());
+    EXPECT_TRUE(store_
+                    ->Scan(Table::kHolds, "", "",
+                           [&](std::string_view, std::string_view v) {
+                             inv::Reservation r;
+                             EXPECT_TRUE(r.ParseFromArray(v.data(), static_cast<int>(v.size())));
+                             for (const auto& l : r.lines()) held[l.sku()] += l.quantity();
+                             return true;
+                           })
+                    .ok());
     return held;
   }
 
@@ -235,9 +243,9 @@ TEST_F(RaceTest, ReserveReleaseAndCommitMixKeepsReservedEqualToOpenHolds) {
     std::map<std::string, int64_t> quantities;
   };
   std::mutex mu;
-  std::vector<Hold> open;                      // still-open holds of every thread, at the end
-  std::map<std::string, int64_t> committed;    // units committed per SKU
-  std::map<std::string, int64_t> restocked;    // units added back after commits
+  std::vector<Hold> open;                    // still-open holds of every thread, at the end
+  std::map<std::string, int64_t> committed;  // units committed per SKU
+  std::map<std::string, int64_t> restocked;  // units added back after commits
   std::atomic<int> reserved_ok{0}, reserve_short{0}, released{0}, commits{0}, unexpected{0};
 
   std::vector<std::thread> threads;
@@ -353,7 +361,6 @@ TEST_F(RaceTest, ReserveReleaseAndCommitMixKeepsReservedEqualToOpenHolds) {
               open.size());
 }
 
-
 // The writer, the committer and the completer hand batches on: under a burst from 64
 // threads every event must still reach a listener exactly once, in sequence order with no
 // gap, one delivery at a time, and only after its caller has been answered.
@@ -446,8 +453,8 @@ TEST_F(RaceTest, EveryEventIsPublishedOnceInOrderAfterItsCallerIsAnswered) {
   EXPECT_EQ(answered.load(), kCalls);
   EXPECT_FALSE(all.overlapping_.load()) << "two deliveries ran at once";
   std::lock_guard lock(all.mu_);
-  EXPECT_TRUE(all.out_of_order_.empty()) << all.out_of_order_.size() << " breaks, first "
-                                         << all.out_of_order_.front();
+  EXPECT_TRUE(all.out_of_order_.empty())
+      << all.out_of_order_.size() << " breaks, first " << all.out_of_order_.front();
   EXPECT_EQ(all.count_, static_cast<size_t>(kCalls));
   EXPECT_EQ(all.last_, first + kCalls - 1);
   EXPECT_EQ(all.before_answer_, 0u) << "events published before their caller was answered";

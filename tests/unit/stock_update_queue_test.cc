@@ -167,8 +167,8 @@ TEST(StockUpdateQueueTest, SnapshotRowsGoAtTheirCutAndDropThroughRemovesWhatThey
   ASSERT_TRUE(q.InsertSnapshotRow(Level("new", "x", 1, 5), 12));
   auto all = Drain(q);
   using T = std::tuple<std::string, uint64_t, uint64_t>;
-  EXPECT_EQ(all, (std::vector<T>{T{"old", 1, 10}, T{"new", 5, 12}, T{"old", 2, 13},
-                                 T{"new", 6, 14}}));
+  EXPECT_EQ(all,
+            (std::vector<T>{T{"old", 1, 10}, T{"new", 5, 12}, T{"old", 2, 13}, T{"new", 6, 14}}));
 }
 
 TEST(StockUpdateQueueTest, ConflationAfterASnapshotRowKeepsTheNewestOnly) {

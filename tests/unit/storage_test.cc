@@ -92,8 +92,8 @@ void Put(Store& store, Table t, std::string_view k, std::string_view v) {
   ASSERT_TRUE(store.Commit(*g).ok());
 }
 
-constexpr Table kAllTables[] = {Table::kStock,       Table::kHolds,  Table::kReservations,
-                                Table::kOrders,      Table::kIdempotency, Table::kOutbox,
+constexpr Table kAllTables[] = {Table::kStock,  Table::kHolds,       Table::kReservations,
+                                Table::kOrders, Table::kIdempotency, Table::kOutbox,
                                 Table::kMeta};
 
 // ---------------------------------------------------------------------------------------
@@ -105,9 +105,15 @@ class StoreContractTest : public ::testing::TestWithParam<Kind> {
  protected:
   void SetUp() override {
     switch (GetParam()) {
-      case Kind::kRocksSync: store_ = OpenRocks(dir_.path(), Durability::kSync); break;
-      case Kind::kRocksAsync: store_ = OpenRocks(dir_.path(), Durability::kAsync); break;
-      case Kind::kMemory: store_ = std::make_unique<MemoryStore>(); break;
+      case Kind::kRocksSync:
+        store_ = OpenRocks(dir_.path(), Durability::kSync);
+        break;
+      case Kind::kRocksAsync:
+        store_ = OpenRocks(dir_.path(), Durability::kAsync);
+        break;
+      case Kind::kMemory:
+        store_ = std::make_unique<MemoryStore>();
+        break;
     }
     ASSERT_NE(store_, nullptr);
   }
@@ -273,8 +279,8 @@ TEST_P(StoreContractTest, SnapshotIsIsolatedFromLaterWrites) {
 
 TEST_P(StoreContractTest, OutboxScansInSequenceOrder) {
   // Written in a random order, read back in numeric order: the relay depends on it.
-  std::vector<uint64_t> seqs = {1, 2, 255, 256, 257, 65535, 65536, 1ULL << 32, (1ULL << 40) + 3,
-                                UINT64_MAX - 1};
+  std::vector<uint64_t> seqs = {
+      1, 2, 255, 256, 257, 65535, 65536, 1ULL << 32, (1ULL << 40) + 3, UINT64_MAX - 1};
   std::vector<uint64_t> shuffled = seqs;
   std::shuffle(shuffled.begin(), shuffled.end(), std::mt19937_64(7));
   auto g = store_->NewWriteGroup();
@@ -302,9 +308,12 @@ INSTANTIATE_TEST_SUITE_P(Stores, StoreContractTest,
                          ::testing::Values(Kind::kRocksSync, Kind::kRocksAsync, Kind::kMemory),
                          [](const ::testing::TestParamInfo<Kind>& info) {
                            switch (info.param) {
-                             case Kind::kRocksSync: return std::string("RocksSync");
-                             case Kind::kRocksAsync: return std::string("RocksAsync");
-                             case Kind::kMemory: return std::string("Memory");
+                             case Kind::kRocksSync:
+                               return std::string("RocksSync");
+                             case Kind::kRocksAsync:
+                               return std::string("RocksAsync");
+                             case Kind::kMemory:
+                               return std::string("Memory");
                            }
                            return std::string("unknown");
                          });
@@ -321,7 +330,8 @@ TEST_P(RocksTest, ReopenKeepsData) {
     ASSERT_NE(store, nullptr);
     auto g = store->NewWriteGroup();
     for (Table t : kAllTables) g->Put(t, "k", fmt::format("persisted-{}", TableName(t)));
-    for (uint64_t i = 1; i <= 1000; ++i) g->Put(Table::kOutbox, EncodeSequence(i), fmt::format("{}", i));
+    for (uint64_t i = 1; i <= 1000; ++i)
+      g->Put(Table::kOutbox, EncodeSequence(i), fmt::format("{}", i));
     ASSERT_TRUE(store->Commit(*g).ok());
     auto g2 = store->NewWriteGroup();
     g2->Delete(Table::kHolds, "k");
@@ -577,7 +587,8 @@ TEST(MemoryStoreTest, FailNextCommitFailsExactlyOneCommitAndAppliesNothing) {
 TEST(EncodingTest, SequenceIsEightBytesBigEndianAndSortsNumerically) {
   EXPECT_EQ(EncodeSequence(0), std::string(8, '\0'));
   EXPECT_EQ(EncodeSequence(1), std::string("\0\0\0\0\0\0\0\x01", 8));
-  EXPECT_EQ(EncodeSequence(0x0102030405060708ULL), std::string("\x01\x02\x03\x04\x05\x06\x07\x08", 8));
+  EXPECT_EQ(EncodeSequence(0x0102030405060708ULL),
+            std::string("\x01\x02\x03\x04\x05\x06\x07\x08", 8));
   EXPECT_LT(EncodeSequence(255), EncodeSequence(256));
   EXPECT_LT(EncodeSequence(256), EncodeSequence(65536));
   EXPECT_LT(EncodeSequence(65536), EncodeSequence(1ULL << 32));

@@ -131,8 +131,8 @@ TEST_F(SubscriptionTest, EventsOfferedBeforeStartWaitAndThoseTheClientHasAreDrop
   StockSubscription sub(*core_, Watch({"a"}, 20), QueueLimits{100, 100});
   // Published between the attachment and Start, and newer than the feed's last sequence
   // at attach time; 20 and 19 the client already has.
-  ASSERT_TRUE(sub.Offer({StockEvent(19, "a", 19), StockEvent(20, "a", 20), StockEvent(21, "a", 21)})
-                  .ok());
+  ASSERT_TRUE(
+      sub.Offer({StockEvent(19, "a", 19), StockEvent(20, "a", 20), StockEvent(21, "a", 21)}).ok());
   EXPECT_FALSE(sub.Next()->has_value()) << "an update left before Start";
   ChangeFeed::Attach attach;
   attach.last_sequence = 18;
@@ -184,7 +184,8 @@ TEST_F(SubscriptionTest, AReaderBehindGetsMergedUpdatesInOrderAndIsEndedPastTheL
   StockSubscription sub(*core_, Watch({}, 1), QueueLimits{3, 5});
   ASSERT_TRUE(sub.Start(ChangeFeed::Attach{}).ok());
   std::vector<EventPtr> burst;
-  for (uint64_t s = 2; s <= 41; ++s) burst.push_back(StockEvent(s, "hot-" + std::to_string(s % 4), s));
+  for (uint64_t s = 2; s <= 41; ++s)
+    burst.push_back(StockEvent(s, "hot-" + std::to_string(s % 4), s));
   ASSERT_TRUE(sub.Offer(burst).ok());
   EXPECT_GT(sub.conflated(), 0u);
   auto all = Drain(sub);
@@ -246,8 +247,8 @@ TEST_F(SubscriptionTest, AFeedGetsTheChangesOfItsSubscribedKeysOnly) {
   ASSERT_TRUE(sub.ok()) << sub.status();
   ASSERT_TRUE(session.CompleteSubscribe(*sub, FeedSession::SnapshotRows{}).ok());
   EXPECT_EQ(session.subscriptions(), 1u);
-  ASSERT_TRUE(session.Offer({StockEvent(2, "a", 1), StockEvent(3, "b", 1), StockEvent(4, "a", 2)})
-                  .ok());
+  ASSERT_TRUE(
+      session.Offer({StockEvent(2, "a", 1), StockEvent(3, "b", 1), StockEvent(4, "a", 2)}).ok());
   auto all = Drain(session);
   ASSERT_EQ(all.size(), 2u);
   EXPECT_EQ(all[0].sequence(), 2u);
@@ -269,8 +270,9 @@ TEST_F(SubscriptionTest, FeedSnapshotRowsWaitForTheirCutAndTakeTheirPlaceInSeque
   ChangeFeed::Attach attach;
   attach.last_sequence = cut - 2;
   session.Attached(attach);
-  ASSERT_TRUE(session.CompleteSubscribe(*session.BeginSubscribe(Subscribe({"old"}, false)),
-                                        FeedSession::SnapshotRows{})
+  ASSERT_TRUE(session
+                  .CompleteSubscribe(*session.BeginSubscribe(Subscribe({"old"}, false)),
+                                     FeedSession::SnapshotRows{})
                   .ok());
 
   auto sub = session.BeginSubscribe(Subscribe({"new"}, true));
@@ -349,8 +351,10 @@ TEST_F(LeaseSessionTest, LeasedHoldsAreReleasedWhenTheSessionEndsWhateverTheOrde
   session.End();
   // A Reserve that completes after the end.
   session.Leased(after);
-  EXPECT_EQ(StateEventually(before, inv::RESERVATION_STATE_RELEASED), inv::RESERVATION_STATE_RELEASED);
-  EXPECT_EQ(StateEventually(after, inv::RESERVATION_STATE_RELEASED), inv::RESERVATION_STATE_RELEASED);
+  EXPECT_EQ(StateEventually(before, inv::RESERVATION_STATE_RELEASED),
+            inv::RESERVATION_STATE_RELEASED);
+  EXPECT_EQ(StateEventually(after, inv::RESERVATION_STATE_RELEASED),
+            inv::RESERVATION_STATE_RELEASED);
   auto kept = core_->GetReservation(committed);
   ASSERT_TRUE(kept.ok());
   EXPECT_EQ(kept->state(), inv::RESERVATION_STATE_HELD);
@@ -363,7 +367,8 @@ TEST_F(SubscriptionTest, AnOrderStreamSendsTheCurrentStatusThenLaterChangesUntil
   ASSERT_TRUE(sub.Validate(core_->options().limits).ok());
   EXPECT_FALSE(OrderSubscription("bad id!").Validate(core_->options().limits).ok());
   // Raced with the read: 5 is in the order as read, 6 is not.
-  sub.Offer({OrderEvent(5, "ord-1", ord::ORDER_STATUS_PAID), OrderEvent(6, "ord-1", ord::ORDER_STATUS_PACKING),
+  sub.Offer({OrderEvent(5, "ord-1", ord::ORDER_STATUS_PAID),
+             OrderEvent(6, "ord-1", ord::ORDER_STATUS_PACKING),
              OrderEvent(7, "ord-2", ord::ORDER_STATUS_PAID)});
   EXPECT_FALSE(sub.Next().has_value()) << "an update before the current status";
   ord::Order current;
@@ -371,7 +376,8 @@ TEST_F(SubscriptionTest, AnOrderStreamSendsTheCurrentStatusThenLaterChangesUntil
   current.set_status(ord::ORDER_STATUS_PAID);
   current.set_sequence(5);
   sub.Start(current);
-  sub.Offer({OrderEvent(5, "ord-1", ord::ORDER_STATUS_PAID), OrderEvent(9, "ord-1", ord::ORDER_STATUS_DELIVERED)});
+  sub.Offer({OrderEvent(5, "ord-1", ord::ORDER_STATUS_PAID),
+             OrderEvent(9, "ord-1", ord::ORDER_STATUS_DELIVERED)});
   std::vector<std::string> statuses;
   bool ended = false;
   while (auto u = sub.Next()) {

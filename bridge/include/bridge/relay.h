@@ -21,9 +21,9 @@ namespace feed::bridge {
 struct RelayOptions {
   std::string brokers;  // bootstrap servers, e.g. "127.0.0.1:19092"
   std::string client_id = "inventory-feed";
-  std::string stock_topic = "inventory.stock.v1";          // key: SKU
-  std::string order_status_topic = "orders.status.v1";     // key: order id
-  std::string receipt_topic = "orders.receipts.v1";        // key: order id
+  std::string stock_topic = "inventory.stock.v1";       // key: SKU
+  std::string order_status_topic = "orders.status.v1";  // key: order id
+  std::string receipt_topic = "orders.receipts.v1";     // key: order id
   int partitions = 3;
   int replication_factor = 1;
   bool create_topics = true;
@@ -42,11 +42,11 @@ struct RelayOptions {
 };
 
 struct RelayStats {
-  uint64_t delivered = 0;         // records acknowledged by Kafka since start
+  uint64_t delivered = 0;  // records acknowledged by Kafka since start
   // Delivery reports with an error and records librdkafka refused (both retried from the
   // outbox), plus outbox entries skipped because they do not parse as an Event.
   uint64_t failed = 0;
-  uint64_t outbox_depth = 0;      // events committed but not yet deleted from the outbox
+  uint64_t outbox_depth = 0;              // events committed but not yet deleted from the outbox
   int64_t oldest_undelivered_age_ms = 0;  // 0 when the outbox is empty
   uint64_t next_sequence_to_send = 0;
   bool kafka_reachable = false;

@@ -13,13 +13,13 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "heap_stats.h"
-#include "prometheus/exposer.h"
 #include "http/gateway.h"
+#include "prometheus/exposer.h"
+#include "server/logging.h"
 #include "server/observability.h"
 #include "server/services.h"
 #include "state_gauges.h"
 #include "storage/rocksdb_store.h"
-#include "server/logging.h"
 
 namespace feed::server {
 
@@ -106,8 +106,8 @@ absl::Status FeedServer::Impl::Start() {
   }
 
   if (config_.log_rpcs) access_log_ = std::make_unique<AccessLog>(config_.log_format == "json");
-  ServiceContext sc{core_.get(), &metrics_, &config_, &streams_, access_log_.get(),
-                    &bad_request_log_};
+  ServiceContext sc{core_.get(), &metrics_,         &config_,
+                    &streams_,   access_log_.get(), &bad_request_log_};
   inventory_service_ = std::make_unique<InventoryServiceImpl>(sc);
   order_service_ = std::make_unique<OrderServiceImpl>(sc);
 
@@ -121,7 +121,8 @@ absl::Status FeedServer::Impl::Start() {
   builder.SetMaxReceiveMessageSize(config_.max_receive_message_bytes);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
                              config_.max_concurrent_streams_per_connection);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, static_cast<int>(config_.keepalive_time_ms));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS,
+                             static_cast<int>(config_.keepalive_time_ms));
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
                              static_cast<int>(config_.keepalive_timeout_ms));
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
@@ -136,7 +137,8 @@ absl::Status FeedServer::Impl::Start() {
                              static_cast<int>(config_.handshake_timeout_ms));
   server_ = builder.BuildAndStart();
   if (!server_ || port == 0) {
-    return absl::UnavailableError(fmt::format("cannot listen on {} (address in use or invalid)", config_.listen));
+    return absl::UnavailableError(
+        fmt::format("cannot listen on {} (address in use or invalid)", config_.listen));
   }
   auto colon = config_.listen.rfind(':');
   address_ = fmt::format("{}:{}", config_.listen.substr(0, colon), port);
@@ -170,12 +172,14 @@ absl::Status FeedServer::Impl::Start() {
     pthread_setname_np(pthread_self(), "feed-housekeep");
     Housekeeping();
   });
-  ServerLog()->info("listening on {}{} (durability {}, data {}){}{}", address_,
-               gateway_ ? ", HTTP on http://" + gateway_->address() : "",
-               config_.storage.durability == storage::Durability::kSync ? "sync" : "async",
-               config_.storage.path,
-               config_.metrics_listen.empty() ? "" : ", metrics on http://" + config_.metrics_listen + "/metrics",
-               relay_ ? ", relaying to Kafka at " + config_.kafka.brokers : ", Kafka relay off");
+  ServerLog()->info(
+      "listening on {}{} (durability {}, data {}){}{}", address_,
+      gateway_ ? ", HTTP on http://" + gateway_->address() : "",
+      config_.storage.durability == storage::Durability::kSync ? "sync" : "async",
+      config_.storage.path,
+      config_.metrics_listen.empty() ? ""
+                                     : ", metrics on http://" + config_.metrics_listen + "/metrics",
+      relay_ ? ", relaying to Kafka at " + config_.kafka.brokers : ", Kafka relay off");
   return absl::OkStatus();
 }
 

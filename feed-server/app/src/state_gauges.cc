@@ -7,7 +7,10 @@ double D(uint64_t v) { return static_cast<double>(v); }
 }  // namespace
 
 StateGauges::StateGauges(prometheus::Registry& registry)
-    : family_(prometheus::BuildGauge().Name("feed_state").Help("Core and relay state").Register(registry)),
+    : family_(prometheus::BuildGauge()
+                  .Name("feed_state")
+                  .Help("Core and relay state")
+                  .Register(registry)),
       queue_depth_(family_.Add({{"what", "writer_queue_depth"}})),
       unpublished_events_(family_.Add({{"what", "unpublished_events"}})),
       open_holds_(family_.Add({{"what", "open_holds"}})),

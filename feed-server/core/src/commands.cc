@@ -50,13 +50,13 @@ absl::Status WriterState::DoReserve(inventory::v1::ReserveRequest& r, Batch& b,
   std::string id = r.reservation_id();
   if (id.empty()) {
     // Unique by construction: client ids may not use the "rsv-" prefix (validation.cc).
-    id = fmt::format("{}{}-{}", kGeneratedReservationPrefix, store_id_.substr(0, 6),
-                     next_sequence_);
+    id =
+        fmt::format("{}{}-{}", kGeneratedReservationPrefix, store_id_.substr(0, 6), next_sequence_);
   } else if (auto s = CheckReservationIdFree(b, id); !s.ok()) {
     return s;
   }
-  auto hold = HoldLines(b, lines, std::move(id), r.order_id(), r.ttl_ms(), false,
-                        out.mutable_levels());
+  auto hold =
+      HoldLines(b, lines, std::move(id), r.order_id(), r.ttl_ms(), false, out.mutable_levels());
   if (!hold.ok()) return hold.status();
   FillReservation(**hold, out.mutable_reservation());
   out.set_sequence(next_sequence_ - 1);
@@ -176,16 +176,14 @@ absl::Status WriterState::DoAdvanceOrder(order::v1::AdvanceOrderRequest& r, Batc
   auto loaded = LoadOrder(b, r.order_id());
   if (!loaded.ok()) return loaded.status();
   Order& order = **loaded;
-  const OrderStatus required = r.target() == order::v1::ORDER_STATUS_PACKING
-                                   ? order::v1::ORDER_STATUS_PAID
-                               : r.target() == order::v1::ORDER_STATUS_DISPATCHED
-                                   ? order::v1::ORDER_STATUS_PACKING
-                                   : order::v1::ORDER_STATUS_DISPATCHED;
+  const OrderStatus required =
+      r.target() == order::v1::ORDER_STATUS_PACKING      ? order::v1::ORDER_STATUS_PAID
+      : r.target() == order::v1::ORDER_STATUS_DISPATCHED ? order::v1::ORDER_STATUS_PACKING
+                                                         : order::v1::ORDER_STATUS_DISPATCHED;
   if (order.status() != required) {
-    return absl::FailedPreconditionError(
-        fmt::format("order '{}' is {}; it can move to {} only from {}", order.order_id(),
-                    OrderStatusName(order.status()), OrderStatusName(r.target()),
-                    OrderStatusName(required)));
+    return absl::FailedPreconditionError(fmt::format(
+        "order '{}' is {}; it can move to {} only from {}", order.order_id(),
+        OrderStatusName(order.status()), OrderStatusName(r.target()), OrderStatusName(required)));
   }
   const std::string details =
       r.details().empty() ? fmt::format("order progressed to {}", OrderStatusName(r.target()))
@@ -228,9 +226,9 @@ absl::Status WriterState::DoCancelOrder(order::v1::CancelOrderRequest& r, Batch&
       }
       break;
     default:
-      return absl::FailedPreconditionError(fmt::format(
-          "order '{}' is {}; only CONFIRMED, PAID or PACKING orders can be cancelled",
-          order.order_id(), OrderStatusName(order.status())));
+      return absl::FailedPreconditionError(
+          fmt::format("order '{}' is {}; only CONFIRMED, PAID or PACKING orders can be cancelled",
+                      order.order_id(), OrderStatusName(order.status())));
   }
   SetOrderStatus(b, order, order::v1::ORDER_STATUS_CANCELLED, reason);
   *out.mutable_order() = order;

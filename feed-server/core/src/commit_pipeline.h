@@ -74,7 +74,9 @@ class CommitPipeline {
   size_t queue_depth() const;
   size_t unpublished_events() const { return publish_.waiting(); }
   uint64_t batches_written() const { return batches_written_.load(std::memory_order_relaxed); }
-  uint64_t commands_completed() const { return commands_completed_.load(std::memory_order_relaxed); }
+  uint64_t commands_completed() const {
+    return commands_completed_.load(std::memory_order_relaxed);
+  }
   uint64_t events_completed() const { return events_completed_.load(std::memory_order_relaxed); }
 
  private:
@@ -108,9 +110,9 @@ class CommitPipeline {
   // committer -> completer.
   Handoff<BatchPtr> complete_{kMaxBatchesInFlight, Handoff<BatchPtr>::Bound::kWaiting};
   // completer -> publisher: events of answered commands.
-  Handoff<std::vector<EventPtr>> publish_{
-      kMaxUnpublishedEvents, Handoff<std::vector<EventPtr>>::Bound::kWaiting,
-      [](const std::vector<EventPtr>& e) { return e.size(); }};
+  Handoff<std::vector<EventPtr>> publish_{kMaxUnpublishedEvents,
+                                          Handoff<std::vector<EventPtr>>::Bound::kWaiting,
+                                          [](const std::vector<EventPtr>& e) { return e.size(); }};
 
   std::atomic<uint64_t> committed_batch_{0};
   std::atomic<uint64_t> batches_written_{0}, commands_completed_{0}, events_completed_{0};

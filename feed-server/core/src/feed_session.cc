@@ -121,7 +121,8 @@ absl::Status FeedSession::Offer(const std::vector<EventPtr>& events) {
 
 void FeedSession::ReleaseReadyPending() {
   // Cuts grow with each subscription (the store only moves forward), so they join in order.
-  while (!pending_.empty() && pending_.front().rows && pending_.front().rows->cut <= seen_through_) {
+  while (!pending_.empty() && pending_.front().rows &&
+         pending_.front().rows->cut <= seen_through_) {
     overflowed_ |= !Release(pending_.front());
     pending_.pop_front();
   }

@@ -20,14 +20,22 @@ using storage::Table;
 
 std::string_view OrderStatusName(OrderStatus status) {
   switch (status) {
-    case order::v1::ORDER_STATUS_CONFIRMED: return "CONFIRMED";
-    case order::v1::ORDER_STATUS_PAID: return "PAID";
-    case order::v1::ORDER_STATUS_PACKING: return "PACKING";
-    case order::v1::ORDER_STATUS_DISPATCHED: return "DISPATCHED";
-    case order::v1::ORDER_STATUS_DELIVERED: return "DELIVERED";
-    case order::v1::ORDER_STATUS_CANCELLED: return "CANCELLED";
-    case order::v1::ORDER_STATUS_EXPIRED: return "EXPIRED";
-    default: return "UNSPECIFIED";
+    case order::v1::ORDER_STATUS_CONFIRMED:
+      return "CONFIRMED";
+    case order::v1::ORDER_STATUS_PAID:
+      return "PAID";
+    case order::v1::ORDER_STATUS_PACKING:
+      return "PACKING";
+    case order::v1::ORDER_STATUS_DISPATCHED:
+      return "DISPATCHED";
+    case order::v1::ORDER_STATUS_DELIVERED:
+      return "DELIVERED";
+    case order::v1::ORDER_STATUS_CANCELLED:
+      return "CANCELLED";
+    case order::v1::ORDER_STATUS_EXPIRED:
+      return "EXPIRED";
+    default:
+      return "UNSPECIFIED";
   }
 }
 
@@ -101,9 +109,9 @@ class InventoryCore::Impl {
                           [this](std::vector<std::unique_ptr<Command>>& commands, bool sweep) {
                             return writer_.Apply(commands, sweep, pipeline_.committed_batch());
                           },
-                      .publish = [this](const std::vector<EventPtr>& events) {
-                        feed_.Publish(events);
-                      }}) {}
+                      .publish =
+                          [this](const std::vector<EventPtr>& events) { feed_.Publish(events); }}) {
+  }
 
   // Validates on the caller's thread, then queues the command for the writer.
   template <class Req, class Resp, class Validate>
@@ -153,8 +161,7 @@ absl::StatusOr<std::unique_ptr<InventoryCore>> InventoryCore::Open(storage::Stor
 void InventoryCore::Shutdown() { impl_->pipeline_.Shutdown(); }
 
 void InventoryCore::AdjustStock(inventory::v1::AdjustStockRequest request,
-                                Done<inventory::v1::AdjustStockResponse> done,
-                                CancelFn cancelled) {
+                                Done<inventory::v1::AdjustStockResponse> done, CancelFn cancelled) {
   impl_->Submit("inventory.v1.AdjustStock", std::move(request), std::move(done),
                 std::move(cancelled), &ValidateAdjust, &WriterState::DoAdjust);
 }
@@ -191,8 +198,8 @@ void InventoryCore::PayOrder(order::v1::PayOrderRequest request,
 
 void InventoryCore::AdvanceOrder(order::v1::AdvanceOrderRequest request,
                                  Done<order::v1::OrderResponse> done, CancelFn cancelled) {
-  impl_->Submit("order.v1.AdvanceOrder", std::move(request), std::move(done),
-                std::move(cancelled), &ValidateAdvanceOrder, &WriterState::DoAdvanceOrder);
+  impl_->Submit("order.v1.AdvanceOrder", std::move(request), std::move(done), std::move(cancelled),
+                &ValidateAdvanceOrder, &WriterState::DoAdvanceOrder);
 }
 
 void InventoryCore::CancelOrder(order::v1::CancelOrderRequest request,
@@ -219,9 +226,8 @@ absl::StatusOr<inventory::v1::GetStockResponse> InventoryCore::GetStock(
   LevelReader reader(*view, {request.keys().begin(), request.keys().end()});
   std::vector<inventory::v1::StockLevel> levels;
   inventory::v1::GetStockResponse response;
-  auto read = reader.Next(SIZE_MAX, &levels, [&](const inventory::v1::StockKey& k) {
-    *response.add_missing() = k;
-  });
+  auto read = reader.Next(SIZE_MAX, &levels,
+                          [&](const inventory::v1::StockKey& k) { *response.add_missing() = k; });
   if (!read.ok()) return read.status();
   for (auto& l : levels) *response.add_levels() = std::move(l);
   return response;
@@ -242,9 +248,9 @@ absl::StatusOr<Reservation> InventoryCore::GetReservation(std::string_view id) c
 
 absl::StatusOr<Order> InventoryCore::GetOrder(std::string_view id) const {
   if (absl::Status s = ValidateId("order_id", id, impl_->options_.limits); !s.ok()) return s;
-  auto o = ReadHistoryRecord<Order>(impl_->store_.Get(Table::kOrders, id), "order", &OrderExpired,
-                                    impl_->clock_.NowMillis(),
-                                    impl_->options_.history_retention_ms);
+  auto o =
+      ReadHistoryRecord<Order>(impl_->store_.Get(Table::kOrders, id), "order", &OrderExpired,
+                               impl_->clock_.NowMillis(), impl_->options_.history_retention_ms);
   if (!o.ok()) return o.status();
   if (!o->has_value()) return absl::NotFoundError(fmt::format("order '{}' not found", id));
   return std::move(**o);

@@ -51,8 +51,8 @@ absl::Status ParseMessage(google::protobuf::io::ZeroCopyInputStream* input,
   if (ok) return absl::OkStatus();
   // Protobuf names the field when a string is not UTF-8; otherwise the wire format is bad.
   if (reported.empty()) reported = "not valid protobuf wire format";
-  return absl::InvalidArgumentError(fmt::format("the request could not be parsed as {}: {}",
-                                                message->GetTypeName(), reported));
+  return absl::InvalidArgumentError(
+      fmt::format("the request could not be parsed as {}: {}", message->GetTypeName(), reported));
 }
 
 absl::Status ParseMessage(std::string_view bytes, google::protobuf::Message* message) {

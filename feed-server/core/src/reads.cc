@@ -45,8 +45,8 @@ absl::StatusOr<bool> LevelReader::Next(
     if (key.location().empty()) {
       const std::string prefix = LevelKey(key.sku(), "");
       const size_t before = added;
-      if (auto s = view_.Scan(Table::kStock, resume_after_.empty() ? prefix : resume_after_,
-                              prefix, take);
+      if (auto s = view_.Scan(Table::kStock, resume_after_.empty() ? prefix : resume_after_, prefix,
+                              take);
           !s.ok()) {
         return s;
       }

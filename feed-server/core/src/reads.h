@@ -24,8 +24,9 @@ class LevelReader {
 
   // Appends up to `max` levels; false once every level has been read. `missing`, when set,
   // is called for each requested key that matches no level.
-  absl::StatusOr<bool> Next(size_t max, std::vector<inventory::v1::StockLevel>* out,
-                            const std::function<void(const inventory::v1::StockKey&)>& missing = {});
+  absl::StatusOr<bool> Next(
+      size_t max, std::vector<inventory::v1::StockLevel>* out,
+      const std::function<void(const inventory::v1::StockKey&)>& missing = {});
 
  private:
   const storage::ReadView& view_;

@@ -74,11 +74,16 @@ template std::vector<AggregatedLine> Aggregate(
 
 std::string_view ReservationStateName(inventory::v1::ReservationState s) {
   switch (s) {
-    case inventory::v1::RESERVATION_STATE_HELD: return "HELD";
-    case inventory::v1::RESERVATION_STATE_COMMITTED: return "COMMITTED";
-    case inventory::v1::RESERVATION_STATE_RELEASED: return "RELEASED";
-    case inventory::v1::RESERVATION_STATE_EXPIRED: return "EXPIRED";
-    default: return "UNSPECIFIED";
+    case inventory::v1::RESERVATION_STATE_HELD:
+      return "HELD";
+    case inventory::v1::RESERVATION_STATE_COMMITTED:
+      return "COMMITTED";
+    case inventory::v1::RESERVATION_STATE_RELEASED:
+      return "RELEASED";
+    case inventory::v1::RESERVATION_STATE_EXPIRED:
+      return "EXPIRED";
+    default:
+      return "UNSPECIFIED";
   }
 }
 

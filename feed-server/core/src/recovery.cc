@@ -40,8 +40,8 @@ absl::StatusOr<uint64_t> WriterState::Recover() {
   // sized from the store's estimate first, so none is rehashed while it grows.
   const auto started = std::chrono::steady_clock::now();
   auto ms_since = [](std::chrono::steady_clock::time_point t) {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(
-               std::chrono::steady_clock::now() - t)
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                 t)
         .count();
   };
   int64_t stock_ms = 0, holds_ms = 0;
@@ -56,9 +56,9 @@ absl::StatusOr<uint64_t> WriterState::Recover() {
             parse_error = absl::DataLossError("stock level record is corrupt");
             return false;
           }
-          levels_.emplace(std::string(key), Level{p.on_hand(), p.reserved(), p.version(),
-                                                  p.allow_backorder(), p.updated_at_ms(),
-                                                  p.sequence()});
+          levels_.emplace(std::string(key),
+                          Level{p.on_hand(), p.reserved(), p.version(), p.allow_backorder(),
+                                p.updated_at_ms(), p.sequence()});
           return true;
         });
     if (stock_error.ok()) stock_error = parse_error;

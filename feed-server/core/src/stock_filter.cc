@@ -46,7 +46,8 @@ bool StockFilter::Matches(std::string_view sku, std::string_view location) const
   const absl::string_view s(sku.data(), sku.size());
   if (skus_.contains(s)) return true;
   auto it = exact_.find(s);
-  return it != exact_.end() && it->second.contains(absl::string_view(location.data(), location.size()));
+  return it != exact_.end() &&
+         it->second.contains(absl::string_view(location.data(), location.size()));
 }
 
 std::vector<std::string> StockFilter::Skus() const {

@@ -48,7 +48,8 @@ bool StockUpdateQueue::Push(const StockLevel& level, uint64_t sequence, StockUpd
     if (reader_behind_ || entries_.size() >= limits_.conflate_after) {
       // Behind: the newest level replaces the queued one, at the end of the queue. A level
       // the reader has not seen yet at all stays a snapshot row.
-      if (indexed->second->kind == StockUpdate::KIND_SNAPSHOT) entry.kind = StockUpdate::KIND_SNAPSHOT;
+      if (indexed->second->kind == StockUpdate::KIND_SNAPSHOT)
+        entry.kind = StockUpdate::KIND_SNAPSHOT;
       entry.conflated = true;
       ++conflated_;
       entries_.erase(indexed->second);

@@ -10,9 +10,9 @@ namespace feed::core {
 namespace {
 
 bool IsIdChar(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-         c == '.' || c == '_' || c == '-' || c == ':' || c == '/' || c == '@' || c == '+' ||
-         c == '=' || c == '#';
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+         c == '_' || c == '-' || c == ':' || c == '/' || c == '@' || c == '+' || c == '=' ||
+         c == '#';
 }
 
 absl::Status Invalid(std::string_view field, std::string_view problem) {
@@ -33,8 +33,7 @@ absl::Status ValidateText(std::string_view field, std::string_view value, const 
 
 // What is wrong with an identifier, or nothing: the caller names the field only when there
 // is a problem (a request's lines are checked on every call, their names built on failure).
-std::optional<std::string> IdProblem(std::string_view value, const Limits& limits,
-                                     bool required) {
+std::optional<std::string> IdProblem(std::string_view value, const Limits& limits, bool required) {
   if (value.empty()) return required ? std::optional<std::string>("is required") : std::nullopt;
   if (value.size() > limits.max_id_length) {
     return fmt::format("at most {} characters, got {}", limits.max_id_length, value.size());
@@ -57,17 +56,19 @@ absl::Status ValidateKey(const std::string& key, const Limits& l) {
 }
 
 template <class LineT>
-absl::Status ValidateLines(std::string_view field,
-                           google::protobuf::RepeatedPtrField<LineT>* lines,
+absl::Status ValidateLines(std::string_view field, google::protobuf::RepeatedPtrField<LineT>* lines,
                            const CoreOptions& o, bool allow_empty) {
   if (lines->empty() && !allow_empty) return Invalid(field, "at least one line is required");
   if (static_cast<size_t>(lines->size()) > o.limits.max_lines_per_request) {
-    return Invalid(field, fmt::format("at most {} lines per request, got {}", o.limits.max_lines_per_request, lines->size()));
+    return Invalid(field, fmt::format("at most {} lines per request, got {}",
+                                      o.limits.max_lines_per_request, lines->size()));
   }
   for (int i = 0; i < lines->size(); ++i) {
     LineT& line = *lines->Mutable(i);
     if (line.location().empty()) line.set_location(o.default_location);
-    auto line_field = [&](std::string_view leaf) { return fmt::format("{}[{}].{}", field, i, leaf); };
+    auto line_field = [&](std::string_view leaf) {
+      return fmt::format("{}[{}].{}", field, i, leaf);
+    };
     if (auto p = IdProblem(line.sku(), o.limits, true)) return Invalid(line_field("sku"), *p);
     if (auto p = IdProblem(line.location(), o.limits, true)) {
       return Invalid(line_field("location"), *p);
@@ -82,7 +83,8 @@ absl::Status ValidateLines(std::string_view field,
 absl::Status ValidateTtl(std::string_view field, int64_t ttl_ms, const Limits& l) {
   if (ttl_ms == 0) return absl::OkStatus();
   if (ttl_ms < l.min_hold_ttl_ms || ttl_ms > l.max_hold_ttl_ms) {
-    return Invalid(field, fmt::format("must be 0 (server default) or between {} and {}, got {}", l.min_hold_ttl_ms, l.max_hold_ttl_ms, ttl_ms));
+    return Invalid(field, fmt::format("must be 0 (server default) or between {} and {}, got {}",
+                                      l.min_hold_ttl_ms, l.max_hold_ttl_ms, ttl_ms));
   }
   return absl::OkStatus();
 }
@@ -105,12 +107,14 @@ absl::Status ValidateAdjust(inventory::v1::AdjustStockRequest& r, const CoreOpti
         return Invalid("quantity", "a DELTA adjustment must not be 0");
       }
       if (r.quantity() > o.limits.max_quantity || r.quantity() < -o.limits.max_quantity) {
-        return Invalid("quantity", fmt::format("|quantity| must be at most {}, got {}", o.limits.max_quantity, r.quantity()));
+        return Invalid("quantity", fmt::format("|quantity| must be at most {}, got {}",
+                                               o.limits.max_quantity, r.quantity()));
       }
       break;
     case inventory::v1::ADJUST_MODE_SET:
       if (r.quantity() < 0 || r.quantity() > o.limits.max_quantity) {
-        return Invalid("quantity", fmt::format("a SET adjustment must be between 0 and {}, got {}", o.limits.max_quantity, r.quantity()));
+        return Invalid("quantity", fmt::format("a SET adjustment must be between 0 and {}, got {}",
+                                               o.limits.max_quantity, r.quantity()));
       }
       break;
     default:
@@ -127,7 +131,9 @@ absl::Status ValidateReserve(inventory::v1::ReserveRequest& r, const CoreOptions
     return s;
   }
   if (r.reservation_id().starts_with(kGeneratedReservationPrefix)) {
-    return Invalid("reservation_id", fmt::format("the prefix '{}' is reserved for ids the server generates", kGeneratedReservationPrefix));
+    return Invalid("reservation_id",
+                   fmt::format("the prefix '{}' is reserved for ids the server generates",
+                               kGeneratedReservationPrefix));
   }
   if (auto s = ValidateId("order_id", r.order_id(), o.limits, false); !s.ok()) return s;
   return ValidateKey(r.idempotency_key(), o.limits);
@@ -145,19 +151,19 @@ absl::Status ValidateRelease(const inventory::v1::ReleaseRequest& r, const CoreO
 }
 
 absl::Status ValidateStockKeys(
-    std::string_view field,
-    const google::protobuf::RepeatedPtrField<inventory::v1::StockKey>& keys,
+    std::string_view field, const google::protobuf::RepeatedPtrField<inventory::v1::StockKey>& keys,
     const CoreOptions& o) {
   if (static_cast<size_t>(keys.size()) > o.limits.max_keys_per_read) {
-    return Invalid(field, fmt::format("at most {} keys, got {}", o.limits.max_keys_per_read, keys.size()));
+    return Invalid(field,
+                   fmt::format("at most {} keys, got {}", o.limits.max_keys_per_read, keys.size()));
   }
   for (int i = 0; i < keys.size(); ++i) {
     std::string prefix = fmt::format("{}[{}]", field, i);
     if (auto s = ValidateId(fmt::format("{}.sku", prefix), keys[i].sku(), o.limits); !s.ok()) {
       return s;
     }
-    if (auto s = ValidateId(fmt::format("{}.location", prefix), keys[i].location(), o.limits,
-                            false);
+    if (auto s =
+            ValidateId(fmt::format("{}.location", prefix), keys[i].location(), o.limits, false);
         !s.ok()) {
       return s;
     }
@@ -181,11 +187,12 @@ absl::Status ValidateCreateOrder(order::v1::CreateOrderRequest& r, const CoreOpt
     return Invalid("item_ids", "at least one item (item_ids or lines) is required");
   }
   if (static_cast<size_t>(r.item_ids_size() + r.lines_size()) > o.limits.max_lines_per_request) {
-    return Invalid("item_ids", fmt::format("at most {} items and lines per order, got {}", o.limits.max_lines_per_request, r.item_ids_size() + r.lines_size()));
+    return Invalid("item_ids",
+                   fmt::format("at most {} items and lines per order, got {}",
+                               o.limits.max_lines_per_request, r.item_ids_size() + r.lines_size()));
   }
   for (int i = 0; i < r.item_ids_size(); ++i) {
-    if (auto s = ValidateId(fmt::format("item_ids[{}]", i), r.item_ids(i), o.limits);
-        !s.ok()) {
+    if (auto s = ValidateId(fmt::format("item_ids[{}]", i), r.item_ids(i), o.limits); !s.ok()) {
       return s;
     }
   }
@@ -213,8 +220,9 @@ absl::Status ValidateAdvanceOrder(const order::v1::AdvanceOrderRequest& r, const
     case order::v1::ORDER_STATUS_DELIVERED:
       break;
     default:
-      return Invalid("target", "must be ORDER_STATUS_PACKING, ORDER_STATUS_DISPATCHED or "
-                               "ORDER_STATUS_DELIVERED (use PayOrder and CancelOrder for the others)");
+      return Invalid("target",
+                     "must be ORDER_STATUS_PACKING, ORDER_STATUS_DISPATCHED or "
+                     "ORDER_STATUS_DELIVERED (use PayOrder and CancelOrder for the others)");
   }
   if (auto s = ValidateText("details", r.details(), o.limits); !s.ok()) return s;
   return ValidateKey(r.idempotency_key(), o.limits);

@@ -123,8 +123,8 @@ absl::Status WriterState::CheckAvailable(const std::vector<AggregatedLine>& line
     const int64_t available = l.on_hand - l.reserved;
     if (!l.allow_backorder && available < line.quantity) {
       return absl::FailedPreconditionError(fmt::format(
-          "insufficient stock for sku '{}' at location '{}': requested {}, available {}",
-          line.sku, line.location, line.quantity, std::max<int64_t>(available, 0)));
+          "insufficient stock for sku '{}' at location '{}': requested {}, available {}", line.sku,
+          line.location, line.quantity, std::max<int64_t>(available, 0)));
     }
   }
   return absl::OkStatus();
@@ -147,7 +147,8 @@ absl::Status WriterState::CheckCommittable(const OpenHold& hold) const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::optional<Reservation>> WriterState::FindClosed(Batch& b, const std::string& id) {
+absl::StatusOr<std::optional<Reservation>> WriterState::FindClosed(Batch& b,
+                                                                   const std::string& id) {
   const Reservation* overlaid = FindInOverlays(b, [&](Batch& batch) -> const Reservation* {
     auto it = batch.closed.find(id);
     return it == batch.closed.end() ? nullptr : &it->second;
@@ -169,9 +170,8 @@ absl::Status WriterState::CheckReservationIdFree(Batch& b, const std::string& id
 }
 
 absl::StatusOr<OpenHold*> WriterState::HoldLines(
-    Batch& b, const std::vector<AggregatedLine>& lines, std::string id,
-    const std::string& order_id, int64_t ttl_ms, bool owned_by_order,
-    google::protobuf::RepeatedPtrField<StockLevel>* levels) {
+    Batch& b, const std::vector<AggregatedLine>& lines, std::string id, const std::string& order_id,
+    int64_t ttl_ms, bool owned_by_order, google::protobuf::RepeatedPtrField<StockLevel>* levels) {
   auto [it, inserted] = holds_.try_emplace(std::move(id));
   if (!inserted) {
     // Never expected (client ids are checked, generated ones carry a fresh sequence), but
@@ -207,8 +207,8 @@ absl::StatusOr<OpenHold*> WriterState::FindOpenHold(Batch& b, const std::string&
     auto closed = FindClosed(b, id);
     if (!closed.ok()) return closed.status();
     if (closed->has_value()) {
-      return absl::FailedPreconditionError(fmt::format(
-          "reservation '{}' is already {}", id, ReservationStateName((*closed)->state())));
+      return absl::FailedPreconditionError(fmt::format("reservation '{}' is already {}", id,
+                                                       ReservationStateName((*closed)->state())));
     }
     return absl::NotFoundError(fmt::format("reservation '{}' not found", id));
   }
@@ -219,8 +219,7 @@ absl::StatusOr<OpenHold*> WriterState::FindOpenHold(Batch& b, const std::string&
   return &*it;
 }
 
-Reservation WriterState::CloseHold(Batch& b, OpenHold& hold,
-                                   inventory::v1::ReservationState state,
+Reservation WriterState::CloseHold(Batch& b, OpenHold& hold, inventory::v1::ReservationState state,
                                    events::v1::StockChangeCause cause, const std::string& reason,
                                    google::protobuf::RepeatedPtrField<StockLevel>* levels) {
   const bool commit = state == inventory::v1::RESERVATION_STATE_COMMITTED;

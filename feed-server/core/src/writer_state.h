@@ -98,17 +98,17 @@ class WriterState {
   absl::Status CheckReservationIdFree(Batch& b, const std::string& id);
   // Places a new hold under `id`, which the caller has found free; an id in use fails
   // (INTERNAL) before anything changes.
-  absl::StatusOr<OpenHold*> HoldLines(Batch& b, const std::vector<AggregatedLine>& lines,
-                                      std::string id, const std::string& order_id, int64_t ttl_ms,
-                                      bool owned_by_order,
-                                      google::protobuf::RepeatedPtrField<inventory::v1::StockLevel>* levels);
+  absl::StatusOr<OpenHold*> HoldLines(
+      Batch& b, const std::vector<AggregatedLine>& lines, std::string id,
+      const std::string& order_id, int64_t ttl_ms, bool owned_by_order,
+      google::protobuf::RepeatedPtrField<inventory::v1::StockLevel>* levels);
   absl::StatusOr<OpenHold*> FindOpenHold(Batch& b, const std::string& id);
   inventory::v1::Reservation CloseHold(
       Batch& b, OpenHold& hold, inventory::v1::ReservationState state,
       events::v1::StockChangeCause cause, const std::string& reason,
       google::protobuf::RepeatedPtrField<inventory::v1::StockLevel>* levels);
   absl::StatusOr<std::optional<inventory::v1::Reservation>> FindClosed(Batch& b,
-                                                                        const std::string& id);
+                                                                       const std::string& id);
   absl::StatusOr<order::v1::Order*> LoadOrder(Batch& b, const std::string& id);
   void SetOrderStatus(Batch& b, order::v1::Order& order, order::v1::OrderStatus status,
                       const std::string& details);

@@ -14,9 +14,9 @@
 #include "http_server.h"
 #include "http_streams.h"
 #include "route_table.h"
-#include "text.h"
 #include "server/logging.h"
 #include "server/operations.h"
+#include "text.h"
 #include "transcoding.h"
 
 namespace feed::http {
@@ -41,9 +41,9 @@ std::string_view ContentTypeOf(std::string_view file) {
 // Bodies are read as JSON whatever their Content-Type says (curl -d and fetch send form or
 // text types by default), except for types that are certainly something else.
 bool IsCertainlyNotJson(std::string_view type) {
-  for (std::string_view other : {"multipart/", "application/xml", "text/xml", "application/grpc",
-                                 "application/x-protobuf", "application/protobuf",
-                                 "application/octet-stream"}) {
+  for (std::string_view other :
+       {"multipart/", "application/xml", "text/xml", "application/grpc", "application/x-protobuf",
+        "application/protobuf", "application/octet-stream"}) {
     if (StartsWithIgnoreCase(type, other)) return true;
   }
   return false;
@@ -123,9 +123,8 @@ class GatewayImpl final : public Gateway {
 
   void ReplyStatus(const std::shared_ptr<Exchange>& exchange, const Record& record,
                    const absl::Status& status, int http_status = 0) {
-    Response response(static_cast<bhttp::status>(http_status ? http_status
-                                                             : HttpStatusOf(status.code())),
-                      11);
+    Response response(
+        static_cast<bhttp::status>(http_status ? http_status : HttpStatusOf(status.code())), 11);
     response.set(bhttp::field::content_type, "application/json");
     response.body() = StatusJson(status);
     Reply(exchange, record, std::move(response));
@@ -171,8 +170,8 @@ class GatewayImpl final : public Gateway {
                          415);
     }
 
-    const auto* prototype =
-        google::protobuf::MessageFactory::generated_factory()->GetPrototype(route->method->input_type());
+    const auto* prototype = google::protobuf::MessageFactory::generated_factory()->GetPrototype(
+        route->method->input_type());
     std::unique_ptr<google::protobuf::Message> message(prototype->New());
     TranscodeOptions transcode{options_.ignore_unknown_fields};
     if (absl::Status built = BuildRequest(*route, variables, query, body, transcode, message.get());
@@ -187,31 +186,31 @@ class GatewayImpl final : public Gateway {
                 google::protobuf::Message& message) {
     const server::Operation* operation = server::FindOperation(route.grpc_method);
     if (operation == nullptr) {
-      return ReplyStatus(exchange, record,
-                         absl::UnimplementedError(fmt::format("{} has no operation", route.grpc_method)));
+      return ReplyStatus(
+          exchange, record,
+          absl::UnimplementedError(fmt::format("{} has no operation", route.grpc_method)));
     }
     server::CallOptions call;
     if (auto it = exchange->request().find("Idempotency-Key"); it != exchange->request().end()) {
       call.idempotency_key = std::string(it->value());
     }
-    operation->Run(
-        *context_.core, message, std::move(call),
-        [this, exchange, record = std::move(record), route = &route](
-            const absl::Status& status, const google::protobuf::Message* reply) {
-          if (!status.ok()) return ReplyStatus(exchange, record, status);
-          Response response(bhttp::status::ok, 11);
-          response.set(bhttp::field::content_type, "application/json");
-          if (!route->created_field.empty()) {
-            std::string id = FindStringField(*reply, route->created_field);
-            if (!id.empty()) {
-              response.result(bhttp::status::created);
-              response.set(bhttp::field::location, route->created_prefix + "/" + id);
-            }
-          }
-          if (IsReplayed(*reply)) response.set("Idempotent-Replayed", "true");
-          response.body() = ToJson(*reply);
-          Reply(exchange, record, std::move(response));
-        });
+    operation->Run(*context_.core, message, std::move(call),
+                   [this, exchange, record = std::move(record), route = &route](
+                       const absl::Status& status, const google::protobuf::Message* reply) {
+                     if (!status.ok()) return ReplyStatus(exchange, record, status);
+                     Response response(bhttp::status::ok, 11);
+                     response.set(bhttp::field::content_type, "application/json");
+                     if (!route->created_field.empty()) {
+                       std::string id = FindStringField(*reply, route->created_field);
+                       if (!id.empty()) {
+                         response.result(bhttp::status::created);
+                         response.set(bhttp::field::location, route->created_prefix + "/" + id);
+                       }
+                     }
+                     if (IsReplayed(*reply)) response.set("Idempotent-Replayed", "true");
+                     response.body() = ToJson(*reply);
+                     Reply(exchange, record, std::move(response));
+                   });
   }
 
   void OpenStream(const std::shared_ptr<Exchange>& exchange, Record record, const Route& route,
@@ -222,7 +221,9 @@ class GatewayImpl final : public Gateway {
                               std::string_view::npos
                           ? Framing::kServerSentEvents
                           : Framing::kNdjson;
-    auto done = [this, record](const StreamEnd& end) { Finish(record, end.http_status, end.bytes); };
+    auto done = [this, record](const StreamEnd& end) {
+      Finish(record, end.http_status, end.bytes);
+    };
     if (auto* watch = dynamic_cast<inventory::v1::WatchStockRequest*>(message.get())) {
       if (auto it = request.find("Last-Event-ID"); it != request.end()) {
         uint64_t after = 0;
@@ -239,8 +240,9 @@ class GatewayImpl final : public Gateway {
     if (auto* orders = dynamic_cast<order::v1::OrderSubscriptionRequest*>(message.get())) {
       return ServeOrderStream(context_, exchange, std::move(*orders), framing, std::move(done));
     }
-    ReplyStatus(exchange, record,
-                absl::UnimplementedError(fmt::format("{} is not served over HTTP", route.grpc_method)));
+    ReplyStatus(
+        exchange, record,
+        absl::UnimplementedError(fmt::format("{} is not served over HTTP", route.grpc_method)));
   }
 
   // /healthz, /openapi.json, /swaggerui/...: true when answered.

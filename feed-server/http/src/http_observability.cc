@@ -28,13 +28,16 @@ void HttpMetrics::Record(std::string_view route, int status, double seconds) {
   auto c = counters_.find(key);
   if (c == counters_.end()) {
     c = counters_
-            .emplace(key, &requests_->Add({{"route", key.first}, {"status", std::to_string(status)}}))
+            .emplace(key,
+                     &requests_->Add({{"route", key.first}, {"status", std::to_string(status)}}))
             .first;
   }
   c->second->Increment();
   auto h = histograms_.find(route);
   if (h == histograms_.end()) {
-    h = histograms_.emplace(std::string(route), &durations_->Add({{"route", std::string(route)}}, kBuckets))
+    h = histograms_
+            .emplace(std::string(route),
+                     &durations_->Add({{"route", std::string(route)}}, kBuckets))
             .first;
   }
   h->second->Observe(seconds);
@@ -46,14 +49,14 @@ void HttpAccessLog::Write(std::string_view method, std::string_view path, int st
                           double seconds, size_t bytes, std::string_view peer) const {
   auto duration_us = static_cast<int64_t>(seconds * 1e6);
   if (json_) {
-    nlohmann::json fields = {{"method", method}, {"path", path},   {"status", status},
+    nlohmann::json fields = {{"method", method},           {"path", path},   {"status", status},
                              {"duration_us", duration_us}, {"bytes", bytes}, {"peer", peer}};
     std::string line = fields.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     logger_->info("{}", std::string_view(line).substr(1, line.size() - 2));
     return;
   }
-  logger_->info("method={} path={} status={} duration_us={} bytes={} peer={}", method, path,
-                status, duration_us, bytes, peer);
+  logger_->info("method={} path={} status={} duration_us={} bytes={} peer={}", method, path, status,
+                duration_us, bytes, peer);
 }
 
 }  // namespace feed::http

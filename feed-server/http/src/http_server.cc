@@ -168,9 +168,9 @@ void Session::Start(bool reject) {
       self->keep_alive_ = false;
       self->busy_ = true;
       self->SendError(bhttp::status::service_unavailable,
-                      absl::UnavailableError(fmt::format(
-                          "too many connections (limit {}, --http-max-connections)",
-                          self->server_->limits().max_connections)));
+                      absl::UnavailableError(
+                          fmt::format("too many connections (limit {}, --http-max-connections)",
+                                      self->server_->limits().max_connections)));
       return;
     }
     self->ReadHeader();
@@ -200,19 +200,17 @@ void Session::ReadHeader() {
   parser_->header_limit(static_cast<uint32_t>(server_->limits().max_header_bytes));
   parser_->body_limit(server_->limits().max_body_bytes);
   stream_.expires_after(server_->limits().idle_timeout);
-  bhttp::async_read_header(stream_, buffer_, *parser_,
-                           [self = shared_from_this()](beast::error_code ec, size_t) {
-                             self->OnHeader(ec);
-                           });
+  bhttp::async_read_header(
+      stream_, buffer_, *parser_,
+      [self = shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
 }
 
 void Session::OnHeader(beast::error_code ec) {
   if (ec) return RejectRead(ec);
   stream_.expires_after(server_->limits().read_timeout);
-  bhttp::async_read(stream_, buffer_, *parser_,
-                    [self = shared_from_this()](beast::error_code ec, size_t) {
-                      self->OnRequest(ec);
-                    });
+  bhttp::async_read(
+      stream_, buffer_, *parser_,
+      [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRequest(ec); });
 }
 
 void Session::OnRequest(beast::error_code ec) {
@@ -236,10 +234,10 @@ void Session::RejectRead(beast::error_code ec) {
     // Nothing arrived on an idle connection: close quietly; a request begun but not
     // finished in time gets 408.
     if (parser_ && !parser_->got_some()) return Close();
-    return SendError(bhttp::status::request_timeout,
-                     absl::DeadlineExceededError(
-                         "request not received in time (--http-idle-timeout-ms / "
-                         "--http-read-timeout-ms)"));
+    return SendError(
+        bhttp::status::request_timeout,
+        absl::DeadlineExceededError("request not received in time (--http-idle-timeout-ms / "
+                                    "--http-read-timeout-ms)"));
   }
   if (ec == bhttp::error::header_limit) {
     return SendError(bhttp::status::request_header_fields_too_large,
@@ -249,9 +247,9 @@ void Session::RejectRead(beast::error_code ec) {
   }
   if (ec == bhttp::error::body_limit) {
     return SendError(bhttp::status::payload_too_large,
-                     absl::ResourceExhaustedError(fmt::format(
-                         "request body larger than {} bytes (--http-max-body-bytes)",
-                         server_->limits().max_body_bytes)));
+                     absl::ResourceExhaustedError(
+                         fmt::format("request body larger than {} bytes (--http-max-body-bytes)",
+                                     server_->limits().max_body_bytes)));
   }
   SendError(bhttp::status::bad_request,
             absl::InvalidArgumentError(fmt::format("malformed HTTP request: {}", ec.message())));
@@ -311,17 +309,17 @@ void Session::StartStream(Response head) {
 }
 
 void Session::WriteChunk(std::string chunk, std::function<void(bool)> done) {
-  net::post(stream_.get_executor(), [self = shared_from_this(),
-                                     data = std::make_shared<std::string>(std::move(chunk)),
-                                     done = std::move(done)]() mutable {
-    if (self->closed_) return done(false);
-    self->stream_.expires_after(self->server_->limits().write_timeout);
-    net::async_write(self->stream_, bhttp::make_chunk(net::buffer(*data)),
-                     [self, data, done = std::move(done)](beast::error_code ec, size_t) {
-                       if (ec) self->Close();
-                       done(!ec);
-                     });
-  });
+  net::post(stream_.get_executor(),
+            [self = shared_from_this(), data = std::make_shared<std::string>(std::move(chunk)),
+             done = std::move(done)]() mutable {
+              if (self->closed_) return done(false);
+              self->stream_.expires_after(self->server_->limits().write_timeout);
+              net::async_write(self->stream_, bhttp::make_chunk(net::buffer(*data)),
+                               [self, data, done = std::move(done)](beast::error_code ec, size_t) {
+                                 if (ec) self->Close();
+                                 done(!ec);
+                               });
+            });
 }
 
 void Session::EndStream(std::string last_chunk, std::function<void()> after) {
@@ -359,10 +357,12 @@ std::shared_ptr<StreamWriter> ExchangeImpl::StartStream(Response head) {
 absl::Status ServerImpl::Listen(const std::string& listen) {
   auto colon = listen.rfind(':');
   if (colon == std::string::npos) {
-    return absl::InvalidArgumentError(fmt::format("--http-listen: expected HOST:PORT, got '{}'", listen));
+    return absl::InvalidArgumentError(
+        fmt::format("--http-listen: expected HOST:PORT, got '{}'", listen));
   }
   std::string host = listen.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
   beast::error_code ec;
   auto address = net::ip::make_address(host, ec);
   if (ec) {
@@ -375,7 +375,8 @@ absl::Status ServerImpl::Listen(const std::string& listen) {
   } catch (const std::exception&) {
     return absl::InvalidArgumentError(fmt::format("--http-listen: bad port in '{}'", listen));
   }
-  if (port > 65535) return absl::InvalidArgumentError(fmt::format("--http-listen: bad port in '{}'", listen));
+  if (port > 65535)
+    return absl::InvalidArgumentError(fmt::format("--http-listen: bad port in '{}'", listen));
   tcp::endpoint endpoint(address, static_cast<uint16_t>(port));
   acceptor_.open(endpoint.protocol(), ec);
   if (!ec) acceptor_.set_option(net::socket_base::reuse_address(true), ec);

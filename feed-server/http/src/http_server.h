@@ -74,9 +74,8 @@ struct ServerHooks {
 class HttpServer {
  public:
   // Binds `listen` ("127.0.0.1:8081"; port 0 picks one) and starts `threads` threads.
-  static absl::StatusOr<std::unique_ptr<HttpServer>> Start(const std::string& listen,
-                                                           int threads, ServerLimits limits,
-                                                           ServerHooks hooks);
+  static absl::StatusOr<std::unique_ptr<HttpServer>> Start(const std::string& listen, int threads,
+                                                           ServerLimits limits, ServerHooks hooks);
   virtual ~HttpServer() = default;
   // "127.0.0.1:PORT" actually bound.
   virtual const std::string& address() const = 0;

@@ -45,9 +45,12 @@ class HttpStream : public core::ChangeListener,
                    public server::StreamRegistry::Stream,
                    public std::enable_shared_from_this<HttpStream> {
  public:
-  HttpStream(const server::ServiceContext& sc, std::shared_ptr<Exchange> exchange,
-             Framing framing, const char* kind, StreamDone done)
-      : support_(sc, kind), exchange_(std::move(exchange)), framing_(framing), done_(std::move(done)) {}
+  HttpStream(const server::ServiceContext& sc, std::shared_ptr<Exchange> exchange, Framing framing,
+             const char* kind, StreamDone done)
+      : support_(sc, kind),
+        exchange_(std::move(exchange)),
+        framing_(framing),
+        done_(std::move(done)) {}
 
   void Close(const absl::Status& status) override {
     std::lock_guard lock(mu_);
@@ -161,8 +164,8 @@ class HttpStream : public core::ChangeListener,
 
 class StockStream final : public HttpStream {
  public:
-  StockStream(const server::ServiceContext& sc, std::shared_ptr<Exchange> exchange,
-              Framing framing, StreamDone done)
+  StockStream(const server::ServiceContext& sc, std::shared_ptr<Exchange> exchange, Framing framing,
+              StreamDone done)
       : HttpStream(sc, std::move(exchange), framing, "http_watch_stock", std::move(done)) {}
 
   void Start(const inventory::v1::WatchStockRequest& request) {
@@ -221,8 +224,8 @@ class StockStream final : public HttpStream {
 
 class OrderStream final : public HttpStream {
  public:
-  OrderStream(const server::ServiceContext& sc, std::shared_ptr<Exchange> exchange,
-              Framing framing, StreamDone done)
+  OrderStream(const server::ServiceContext& sc, std::shared_ptr<Exchange> exchange, Framing framing,
+              StreamDone done)
       : HttpStream(sc, std::move(exchange), framing, "http_order_updates", std::move(done)) {}
 
   void Start(const order::v1::OrderSubscriptionRequest& request) {
@@ -276,8 +279,7 @@ class OrderStream final : public HttpStream {
 }  // namespace
 
 void ServeStockStream(const server::ServiceContext& context, std::shared_ptr<Exchange> exchange,
-                      inventory::v1::WatchStockRequest request, Framing framing,
-                      StreamDone done) {
+                      inventory::v1::WatchStockRequest request, Framing framing, StreamDone done) {
   std::make_shared<StockStream>(context, std::move(exchange), framing, std::move(done))
       ->Start(request);
 }

@@ -33,8 +33,7 @@ using StreamDone = std::function<void(const StreamEnd&)>;
 // Starts the stream: a validation error, a gap without snapshot_on_gap and a full stream
 // registry are answered as plain HTTP errors before any head is sent.
 void ServeStockStream(const server::ServiceContext& context, std::shared_ptr<Exchange> exchange,
-                      inventory::v1::WatchStockRequest request, Framing framing,
-                      StreamDone done);
+                      inventory::v1::WatchStockRequest request, Framing framing, StreamDone done);
 void ServeOrderStream(const server::ServiceContext& context, std::shared_ptr<Exchange> exchange,
                       order::v1::OrderSubscriptionRequest request, Framing framing,
                       StreamDone done);

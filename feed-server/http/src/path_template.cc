@@ -1,7 +1,7 @@
 #include "path_template.h"
 
-#include "text.h"
 #include "fmt/format.h"
+#include "text.h"
 
 namespace feed::http {
 
@@ -75,8 +75,8 @@ absl::StatusOr<PathTemplate> PathTemplate::Parse(std::string_view text) {
       std::string_view inner = segment.substr(1, segment.size() - 2);
       if (size_t eq = inner.find('='); eq != std::string_view::npos) {
         if (inner.substr(eq + 1) != "*") {
-          return absl::InvalidArgumentError(fmt::format(
-              "path template '{}': only single-segment variables are supported", text));
+          return absl::InvalidArgumentError(
+              fmt::format("path template '{}': only single-segment variables are supported", text));
         }
         inner = inner.substr(0, eq);
       }

@@ -21,7 +21,8 @@ absl::StatusOr<std::pair<std::string, std::string>> VerbAndPath(const google::ap
     case google::api::HttpRule::kDelete:
       return std::pair<std::string, std::string>{"DELETE", rule.delete_()};
     default:
-      return absl::InvalidArgumentError("only get, post, put, patch and delete rules are supported");
+      return absl::InvalidArgumentError(
+          "only get, post, put, patch and delete rules are supported");
   }
 }
 
@@ -39,9 +40,9 @@ absl::Status AddRule(const google::protobuf::MethodDescriptor* method,
   route.label = fmt::format("{} {}", route.verb, route.path.text());
   if (!route.body.empty() && route.body != "*" &&
       method->input_type()->FindFieldByName(route.body) == nullptr) {
-    return absl::InvalidArgumentError(
-        fmt::format("{}: body field '{}' is not a field of {}", route.grpc_method, route.body,
-                    method->input_type()->full_name()));
+    return absl::InvalidArgumentError(fmt::format("{}: body field '{}' is not a field of {}",
+                                                  route.grpc_method, route.body,
+                                                  method->input_type()->full_name()));
   }
   routes->push_back(std::move(route));
   return absl::OkStatus();

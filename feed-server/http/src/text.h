@@ -3,8 +3,8 @@
 #pragma once
 
 #include <cctype>
-#include <cstdint>
 #include <charconv>
+#include <cstdint>
 #include <string_view>
 #include <system_error>
 #include <vector>

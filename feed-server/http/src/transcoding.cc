@@ -39,7 +39,8 @@ absl::Status SetScalar(Message* message, const FieldDescriptor* field, std::stri
       return absl::OkStatus();
     case FieldDescriptor::CPPTYPE_INT64: {
       int64_t v = 0;
-      if (!ParseNumber(text, &v)) return Bad(where, fmt::format("'{}' is not a 64-bit integer", text));
+      if (!ParseNumber(text, &v))
+        return Bad(where, fmt::format("'{}' is not a 64-bit integer", text));
       repeated ? r->AddInt64(message, field, v) : r->SetInt64(message, field, v);
       return absl::OkStatus();
     }
@@ -53,7 +54,8 @@ absl::Status SetScalar(Message* message, const FieldDescriptor* field, std::stri
     }
     case FieldDescriptor::CPPTYPE_INT32: {
       int32_t v = 0;
-      if (!ParseNumber(text, &v)) return Bad(where, fmt::format("'{}' is not a 32-bit integer", text));
+      if (!ParseNumber(text, &v))
+        return Bad(where, fmt::format("'{}' is not a 32-bit integer", text));
       repeated ? r->AddInt32(message, field, v) : r->SetInt32(message, field, v);
       return absl::OkStatus();
     }
@@ -94,7 +96,8 @@ absl::Status SetScalar(Message* message, const FieldDescriptor* field, std::stri
         value = field->enum_type()->FindValueByNumber(number);
       }
       if (value == nullptr) {
-        return Bad(where, fmt::format("'{}' is not a value of {}", text, field->enum_type()->name()));
+        return Bad(where,
+                   fmt::format("'{}' is not a value of {}", text, field->enum_type()->name()));
       }
       repeated ? r->AddEnum(message, field, value) : r->SetEnum(message, field, value);
       return absl::OkStatus();
@@ -140,7 +143,8 @@ absl::Status BuildRequest(const Route& route,
                           std::string_view query, std::string_view body,
                           const TranscodeOptions& options, Message* request) {
   if (route.body.empty()) {
-    if (!body.empty()) return Bad("request body", "this route takes no body; send the fields as query parameters");
+    if (!body.empty())
+      return Bad("request body", "this route takes no body; send the fields as query parameters");
   } else if (!body.empty()) {
     Message* target = request;
     if (route.body != "*") {
@@ -158,8 +162,8 @@ absl::Status BuildRequest(const Route& route,
     }
   }
   for (const auto& [field, value] : variables) {
-    if (absl::Status s = SetPath(request, field, value,
-                                 fmt::format("path variable '{}'", field), false);
+    if (absl::Status s =
+            SetPath(request, field, value, fmt::format("path variable '{}'", field), false);
         !s.ok()) {
       return s;
     }
@@ -197,24 +201,42 @@ std::string ToJson(const Message& message) {
 
 int HttpStatusOf(absl::StatusCode code) {
   switch (code) {
-    case absl::StatusCode::kOk: return 200;
-    case absl::StatusCode::kCancelled: return 499;
-    case absl::StatusCode::kUnknown: return 500;
-    case absl::StatusCode::kInvalidArgument: return 400;
-    case absl::StatusCode::kDeadlineExceeded: return 504;
-    case absl::StatusCode::kNotFound: return 404;
-    case absl::StatusCode::kAlreadyExists: return 409;
-    case absl::StatusCode::kPermissionDenied: return 403;
-    case absl::StatusCode::kResourceExhausted: return 429;
-    case absl::StatusCode::kFailedPrecondition: return 400;
-    case absl::StatusCode::kAborted: return 409;
-    case absl::StatusCode::kOutOfRange: return 400;
-    case absl::StatusCode::kUnimplemented: return 501;
-    case absl::StatusCode::kInternal: return 500;
-    case absl::StatusCode::kUnavailable: return 503;
-    case absl::StatusCode::kDataLoss: return 500;
-    case absl::StatusCode::kUnauthenticated: return 401;
-    default: return 500;
+    case absl::StatusCode::kOk:
+      return 200;
+    case absl::StatusCode::kCancelled:
+      return 499;
+    case absl::StatusCode::kUnknown:
+      return 500;
+    case absl::StatusCode::kInvalidArgument:
+      return 400;
+    case absl::StatusCode::kDeadlineExceeded:
+      return 504;
+    case absl::StatusCode::kNotFound:
+      return 404;
+    case absl::StatusCode::kAlreadyExists:
+      return 409;
+    case absl::StatusCode::kPermissionDenied:
+      return 403;
+    case absl::StatusCode::kResourceExhausted:
+      return 429;
+    case absl::StatusCode::kFailedPrecondition:
+      return 400;
+    case absl::StatusCode::kAborted:
+      return 409;
+    case absl::StatusCode::kOutOfRange:
+      return 400;
+    case absl::StatusCode::kUnimplemented:
+      return 501;
+    case absl::StatusCode::kInternal:
+      return 500;
+    case absl::StatusCode::kUnavailable:
+      return 503;
+    case absl::StatusCode::kDataLoss:
+      return 500;
+    case absl::StatusCode::kUnauthenticated:
+      return 401;
+    default:
+      return 500;
   }
 }
 

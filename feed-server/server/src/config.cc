@@ -156,8 +156,7 @@ absl::StatusOr<ParseResult> ParseServerConfig(int argc, char** argv) {
                      "RocksDB memtables of all tables together (unflushed writes)")
           ->check(CLI::Range(int64_t{8}, int64_t{1} << 16)),
       "FEED_ROCKSDB_MEMTABLE_MB");
-  env(app.add_option("--rocksdb-block-cache-mb", block_cache_mb,
-                     "RocksDB block cache for reads")
+  env(app.add_option("--rocksdb-block-cache-mb", block_cache_mb, "RocksDB block cache for reads")
           ->check(CLI::Range(int64_t{8}, int64_t{1} << 20)),
       "FEED_ROCKSDB_BLOCK_CACHE_MB");
 
@@ -264,7 +263,8 @@ absl::StatusOr<ParseResult> ParseServerConfig(int argc, char** argv) {
   }
   if (l.max_hold_ttl_ms < o.default_hold_ttl_ms) {
     return absl::InvalidArgumentError(
-        fmt::format("--hold-ttl-ms ({}) must not exceed --max-hold-ttl-ms ({})", o.default_hold_ttl_ms, l.max_hold_ttl_ms));
+        fmt::format("--hold-ttl-ms ({}) must not exceed --max-hold-ttl-ms ({})",
+                    o.default_hold_ttl_ms, l.max_hold_ttl_ms));
   }
   if (c.listen.empty()) return absl::InvalidArgumentError("--listen: must not be empty");
   if (st.path.empty()) return absl::InvalidArgumentError("--data-dir: must not be empty");

@@ -5,8 +5,8 @@
 #include <deque>
 
 #include "core/feed_session.h"
-#include "stream_reactor.h"
 #include "server/logging.h"
+#include "stream_reactor.h"
 
 namespace feed::server {
 namespace {
@@ -110,10 +110,10 @@ class FeedReactor final
     for (auto& m : more) {
       if (m.more_size() > 0) {
         std::lock_guard lock(mu_);
-        PushResultLocked(m.request_id(),
-                         absl::InvalidArgumentError(
-                             "more: a command inside `more` may not carry `more` itself"),
-                         {});
+        PushResultLocked(
+            m.request_id(),
+            absl::InvalidArgumentError("more: a command inside `more` may not carry `more` itself"),
+            {});
         continue;
       }
       Dispatch(std::move(m));
@@ -213,10 +213,9 @@ class FeedReactor final
   FeedResponse AckLocked() {
     FeedResponse out;
     out.mutable_ack()->set_subscriptions(static_cast<int32_t>(session_.subscriptions()));
-    out.mutable_ack()->set_server_time_ms(
-        std::chrono::duration_cast<std::chrono::milliseconds>(
-            std::chrono::system_clock::now().time_since_epoch())
-            .count());
+    out.mutable_ack()->set_server_time_ms(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                              std::chrono::system_clock::now().time_since_epoch())
+                                              .count());
     return out;
   }
 

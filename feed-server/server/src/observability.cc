@@ -1,7 +1,6 @@
 #include "server/observability.h"
 
 #include "common/module_logger.h"
-
 #include "nlohmann/json.hpp"
 #include "spdlog/async.h"
 #include "spdlog/pattern_formatter.h"
@@ -105,8 +104,8 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                                .Help("Time to commit one writer batch (WriteBatch + WAL sync)")
                                .Register(*registry_)
                                .Add({}, prometheus::Histogram::BucketBoundaries{
-                                            0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025,
-                                            0.005, 0.01, 0.025, 0.05, 0.1, 0.5});
+                                            0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+                                            0.01, 0.025, 0.05, 0.1, 0.5});
   events_ = &prometheus::BuildCounter()
                  .Name("feed_events_committed_total")
                  .Help("Events written to the outbox")
@@ -133,7 +132,6 @@ void Metrics::UnparseableRequest(std::string_view method) {
   counter->Increment();
 }
 
-
 void Metrics::RecordCall(std::string_view method, absl::StatusCode code, double seconds) {
   CallMetrics m;
   {
@@ -143,11 +141,10 @@ void Metrics::RecordCall(std::string_view method, absl::StatusCode code, double 
     if (it == by_method_code_.end()) {
       std::map<std::string, std::string> labels{{"method", std::string(method)},
                                                 {"code", absl::StatusCodeToString(code)}};
-      CallMetrics created{
-          &calls_->Add(labels),
-          &latency_->Add(labels, prometheus::Histogram::BucketBoundaries{
-                                     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
-                                     0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30})};
+      CallMetrics created{&calls_->Add(labels),
+                          &latency_->Add(labels, prometheus::Histogram::BucketBoundaries{
+                                                     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+                                                     0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30})};
       it = by_method_code_.emplace(std::move(key), created).first;
     }
     m = it->second;
@@ -160,7 +157,8 @@ void Metrics::StreamOpened(std::string_view kind) {
   std::lock_guard lock(mu_);
   auto it = streams_by_kind_.find(kind);
   if (it == streams_by_kind_.end()) {
-    it = streams_by_kind_.emplace(std::string(kind), &open_streams_->Add({{"kind", std::string(kind)}}))
+    it = streams_by_kind_
+             .emplace(std::string(kind), &open_streams_->Add({{"kind", std::string(kind)}}))
              .first;
   }
   it->second->Increment();
@@ -201,8 +199,7 @@ void AccessLog::Write(std::string_view method, std::string_view peer, double sec
 }
 
 void CallRecord::Finish(const absl::Status& status) {
-  double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   if (metrics_) metrics_->RecordCall(method_, status.code(), seconds);
   if (log_) log_->Write(method_, peer_, seconds, status);
 }

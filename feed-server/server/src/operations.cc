@@ -18,7 +18,8 @@ void Answer(const absl::StatusOr<Resp>& result, OperationDone done) {
   std::move(done)(result.status(), result.ok() ? &*result : nullptr);
 }
 
-template <class Req, class Resp, void (InventoryCore::*Apply)(Req, core::Done<Resp>, core::CancelFn)>
+template <class Req, class Resp,
+          void (InventoryCore::*Apply)(Req, core::Done<Resp>, core::CancelFn)>
 void RunMutation(InventoryCore& core, Message& message, CallOptions options, OperationDone done) {
   auto& request = static_cast<Req&>(message);
   if (request.idempotency_key().empty() && !options.idempotency_key.empty()) {
@@ -63,12 +64,12 @@ constexpr std::array kOperations = {
     Operation("order.v1.OrderService/GetOrder", false, &RunGetOrder),
     Operation("order.v1.OrderService/PayOrder", true,
               &RunMutation<ord::PayOrderRequest, ord::OrderResponse, &InventoryCore::PayOrder>),
-    Operation("order.v1.OrderService/AdvanceOrder", true,
-              &RunMutation<ord::AdvanceOrderRequest, ord::OrderResponse,
-                           &InventoryCore::AdvanceOrder>),
-    Operation("order.v1.OrderService/CancelOrder", true,
-              &RunMutation<ord::CancelOrderRequest, ord::OrderResponse,
-                           &InventoryCore::CancelOrder>),
+    Operation(
+        "order.v1.OrderService/AdvanceOrder", true,
+        &RunMutation<ord::AdvanceOrderRequest, ord::OrderResponse, &InventoryCore::AdvanceOrder>),
+    Operation(
+        "order.v1.OrderService/CancelOrder", true,
+        &RunMutation<ord::CancelOrderRequest, ord::OrderResponse, &InventoryCore::CancelOrder>),
 };
 
 }  // namespace

@@ -7,8 +7,7 @@
 namespace feed::server {
 namespace {
 
-class OrderUpdatesReactor final
-    : public StreamReactor<grpc::ServerWriteReactor<grpc::ByteBuffer>> {
+class OrderUpdatesReactor final : public StreamReactor<grpc::ServerWriteReactor<grpc::ByteBuffer>> {
  public:
   OrderUpdatesReactor(const ServiceContext& sc, grpc::CallbackServerContext* ctx,
                       const grpc::ByteBuffer& bytes)

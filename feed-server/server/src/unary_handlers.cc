@@ -5,10 +5,10 @@
 #include <memory>
 
 #include "grpc_status.h"
+#include "server/logging.h"
 #include "server/operations.h"
 #include "server/services.h"
 #include "wire.h"
-#include "server/logging.h"
 
 namespace feed::server {
 namespace {
@@ -88,7 +88,7 @@ absl::Status RejectUnparseable(const ServiceContext& sc, std::string_view method
   uint64_t suppressed = 0;
   if (sc.bad_request_log->Allow(&suppressed)) {
     ServerLog()->warn("{}: {} ({} more such requests since the last line)", method,
-                 std::string(parse_error.message()), suppressed);
+                      std::string(parse_error.message()), suppressed);
   }
   return parse_error;
 }
@@ -98,37 +98,43 @@ absl::Status RejectUnparseable(const ServiceContext& sc, std::string_view method
 grpc::ServerUnaryReactor* InventoryServiceImpl::GetStock(grpc::CallbackServerContext* ctx,
                                                          const grpc::ByteBuffer* request,
                                                          grpc::ByteBuffer* response) {
-  return Serve<inventory::v1::GetStockRequest>(ctx_, ctx, "inventory.v1.InventoryService/GetStock", request, response);
+  return Serve<inventory::v1::GetStockRequest>(ctx_, ctx, "inventory.v1.InventoryService/GetStock",
+                                               request, response);
 }
 
 grpc::ServerUnaryReactor* InventoryServiceImpl::GetReservation(grpc::CallbackServerContext* ctx,
                                                                const grpc::ByteBuffer* request,
                                                                grpc::ByteBuffer* response) {
-  return Serve<inventory::v1::GetReservationRequest>(ctx_, ctx, "inventory.v1.InventoryService/GetReservation", request, response);
+  return Serve<inventory::v1::GetReservationRequest>(
+      ctx_, ctx, "inventory.v1.InventoryService/GetReservation", request, response);
 }
 
 grpc::ServerUnaryReactor* InventoryServiceImpl::AdjustStock(grpc::CallbackServerContext* ctx,
                                                             const grpc::ByteBuffer* request,
                                                             grpc::ByteBuffer* response) {
-  return Serve<inventory::v1::AdjustStockRequest>(ctx_, ctx, "inventory.v1.InventoryService/AdjustStock", request, response);
+  return Serve<inventory::v1::AdjustStockRequest>(
+      ctx_, ctx, "inventory.v1.InventoryService/AdjustStock", request, response);
 }
 
 grpc::ServerUnaryReactor* InventoryServiceImpl::Reserve(grpc::CallbackServerContext* ctx,
                                                         const grpc::ByteBuffer* request,
                                                         grpc::ByteBuffer* response) {
-  return Serve<inventory::v1::ReserveRequest>(ctx_, ctx, "inventory.v1.InventoryService/Reserve", request, response);
+  return Serve<inventory::v1::ReserveRequest>(ctx_, ctx, "inventory.v1.InventoryService/Reserve",
+                                              request, response);
 }
 
 grpc::ServerUnaryReactor* InventoryServiceImpl::Commit(grpc::CallbackServerContext* ctx,
                                                        const grpc::ByteBuffer* request,
                                                        grpc::ByteBuffer* response) {
-  return Serve<inventory::v1::CommitRequest>(ctx_, ctx, "inventory.v1.InventoryService/Commit", request, response);
+  return Serve<inventory::v1::CommitRequest>(ctx_, ctx, "inventory.v1.InventoryService/Commit",
+                                             request, response);
 }
 
 grpc::ServerUnaryReactor* InventoryServiceImpl::Release(grpc::CallbackServerContext* ctx,
                                                         const grpc::ByteBuffer* request,
                                                         grpc::ByteBuffer* response) {
-  return Serve<inventory::v1::ReleaseRequest>(ctx_, ctx, "inventory.v1.InventoryService/Release", request, response);
+  return Serve<inventory::v1::ReleaseRequest>(ctx_, ctx, "inventory.v1.InventoryService/Release",
+                                              request, response);
 }
 
 // --- order.v1 --------------------------------------------------------------------------
@@ -136,31 +142,36 @@ grpc::ServerUnaryReactor* InventoryServiceImpl::Release(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* OrderServiceImpl::CreateOrder(grpc::CallbackServerContext* ctx,
                                                         const grpc::ByteBuffer* request,
                                                         grpc::ByteBuffer* response) {
-  return Serve<order::v1::CreateOrderRequest>(ctx_, ctx, "order.v1.OrderService/CreateOrder", request, response);
+  return Serve<order::v1::CreateOrderRequest>(ctx_, ctx, "order.v1.OrderService/CreateOrder",
+                                              request, response);
 }
 
 grpc::ServerUnaryReactor* OrderServiceImpl::GetOrder(grpc::CallbackServerContext* ctx,
                                                      const grpc::ByteBuffer* request,
                                                      grpc::ByteBuffer* response) {
-  return Serve<order::v1::GetOrderRequest>(ctx_, ctx, "order.v1.OrderService/GetOrder", request, response);
+  return Serve<order::v1::GetOrderRequest>(ctx_, ctx, "order.v1.OrderService/GetOrder", request,
+                                           response);
 }
 
 grpc::ServerUnaryReactor* OrderServiceImpl::PayOrder(grpc::CallbackServerContext* ctx,
                                                      const grpc::ByteBuffer* request,
                                                      grpc::ByteBuffer* response) {
-  return Serve<order::v1::PayOrderRequest>(ctx_, ctx, "order.v1.OrderService/PayOrder", request, response);
+  return Serve<order::v1::PayOrderRequest>(ctx_, ctx, "order.v1.OrderService/PayOrder", request,
+                                           response);
 }
 
 grpc::ServerUnaryReactor* OrderServiceImpl::AdvanceOrder(grpc::CallbackServerContext* ctx,
                                                          const grpc::ByteBuffer* request,
                                                          grpc::ByteBuffer* response) {
-  return Serve<order::v1::AdvanceOrderRequest>(ctx_, ctx, "order.v1.OrderService/AdvanceOrder", request, response);
+  return Serve<order::v1::AdvanceOrderRequest>(ctx_, ctx, "order.v1.OrderService/AdvanceOrder",
+                                               request, response);
 }
 
 grpc::ServerUnaryReactor* OrderServiceImpl::CancelOrder(grpc::CallbackServerContext* ctx,
                                                         const grpc::ByteBuffer* request,
                                                         grpc::ByteBuffer* response) {
-  return Serve<order::v1::CancelOrderRequest>(ctx_, ctx, "order.v1.OrderService/CancelOrder", request, response);
+  return Serve<order::v1::CancelOrderRequest>(ctx_, ctx, "order.v1.OrderService/CancelOrder",
+                                              request, response);
 }
 
 }  // namespace feed::server

@@ -20,13 +20,13 @@ namespace feed::storage {
 
 // One RocksDB column family each.
 enum class Table : int {
-  kStock = 0,      // (sku, location) -> inventory.v1.StockLevel
-  kHolds,          // reservation id -> inventory.v1.Reservation, HELD ones only
-  kReservations,   // reservation id -> inventory.v1.Reservation, closed ones
-  kOrders,         // order id -> order.v1.Order
-  kIdempotency,    // method/key -> timestamped feed.internal.v1.IdempotencyRecord
-  kOutbox,         // big-endian sequence -> events.v1.Event
-  kMeta,           // named counters and cursors (meta_keys below)
+  kStock = 0,     // (sku, location) -> inventory.v1.StockLevel
+  kHolds,         // reservation id -> inventory.v1.Reservation, HELD ones only
+  kReservations,  // reservation id -> inventory.v1.Reservation, closed ones
+  kOrders,        // order id -> order.v1.Order
+  kIdempotency,   // method/key -> timestamped feed.internal.v1.IdempotencyRecord
+  kOutbox,        // big-endian sequence -> events.v1.Event
+  kMeta,          // named counters and cursors (meta_keys below)
 };
 inline constexpr int kTableCount = 7;
 std::string_view TableName(Table table);
@@ -77,8 +77,8 @@ class Store : public ReadView {
   // What the engine holds in memory, for the metrics (zeros where it does not say).
   struct MemoryUsage {
     size_t memtables_bytes = 0;
-    size_t block_cache_bytes = 0;      // data, index and filter blocks cached
-    size_t table_readers_bytes = 0;    // index and filter blocks outside the cache
+    size_t block_cache_bytes = 0;    // data, index and filter blocks cached
+    size_t table_readers_bytes = 0;  // index and filter blocks outside the cache
   };
   virtual MemoryUsage memory_usage() const { return {}; }
   // Roughly how many keys `table` holds (0 when unknown): sizes in-memory indexes before a

@@ -2,19 +2,19 @@
 // reflection, metrics. main.cc and the integration tests both use it.
 //
 // Threads of the process (the core's own four are in core/inventory_core.h):
-// | thread          | runs                                                 | may block on              |
+// | thread          | runs                                                 | may block on |
 // |-----------------|------------------------------------------------------|---------------------------|
-// | gRPC pollers    | every handler and stream reactor: parse, validate,   | never (all I/O is async); |
-// | (gRPC's pool)   | queue the command; write replies and stream updates  | the core's queue is bound |
-// | feed-relay      | outbox scans, produce to Kafka, cursor writes        | the broker (bounded by    |
-// | (bridge)        |                                                      | max_in_flight), the store |
-// | librdkafka's    | delivery reports (they only wake feed-relay)         | the network               |
-// | feed-housekeep  | once a second: feed_state gauges, heap trimming, the | nothing of the hot path   |
-// |                 | relay's health status                                |                           |
-// | feed-http       | the HTTP gateway (Boost.Beast, --http-threads): read,| never (asynchronous I/O); |
-// |                 | route, transcode, queue the command, write replies   | the core's queue is bound |
-// |                 | and NDJSON / SSE stream chunks                       |                           |
-// | prometheus-cpp  | GET /metrics (civetweb's threads)                    | the registry's lock       |
+// | gRPC pollers    | every handler and stream reactor: parse, validate,   | never (all I/O is
+// async); | | (gRPC's pool)   | queue the command; write replies and stream updates  | the core's
+// queue is bound | | feed-relay      | outbox scans, produce to Kafka, cursor writes        | the
+// broker (bounded by    | | (bridge)        | | max_in_flight), the store | | librdkafka's    |
+// delivery reports (they only wake feed-relay)         | the network               | |
+// feed-housekeep  | once a second: feed_state gauges, heap trimming, the | nothing of the hot path
+// | |                 | relay's health status                                | | | feed-http | the
+// HTTP gateway (Boost.Beast, --http-threads): read,| never (asynchronous I/O); | | | route,
+// transcode, queue the command, write replies   | the core's queue is bound | |                 |
+// and NDJSON / SSE stream chunks                       |                           | |
+// prometheus-cpp  | GET /metrics (civetweb's threads)                    | the registry's lock |
 #pragma once
 
 #include <memory>

@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-
 #include "events/v1/events.pb.h"
 
 namespace feed::core {

@@ -5,16 +5,17 @@
 // a command and returns; `done` runs once the result is durable, and must not block.
 //
 // Threads (src/commit_pipeline.h has the stage rules):
-// | thread          | runs                                                 | may block on                 |
+// | thread          | runs                                                 | may block on |
 // |-----------------|------------------------------------------------------|------------------------------|
-// | feed-writer     | the commands against the in-memory state, one batch  | a full commit hand-off (16   |
-// |                 | at a time; writes and answers a batch itself when    | batches in flight)           |
-// |                 | everything is idle (then `done` runs here)           |                              |
-// | feed-committer  | Store::Commit of every waiting batch, one WAL sync   | the disk; a full completion  |
-// |                 |                                                      | hand-off                     |
-// | feed-completer  | each command's `done`, in commit order               | a publisher 64k events behind|
-// | feed-publisher  | ChangeFeed::Publish: every ChangeListener::OnEvents  | whatever the listeners do    |
-// | callers         | validation, Fingerprint, GetStock and the other reads| the store (reads)            |
+// | feed-writer     | the commands against the in-memory state, one batch  | a full commit hand-off
+// (16   | |                 | at a time; writes and answers a batch itself when    | batches in
+// flight)           | |                 | everything is idle (then `done` runs here)           | |
+// | feed-committer  | Store::Commit of every waiting batch, one WAL sync   | the disk; a full
+// completion  | |                 |                                                      | hand-off
+// | | feed-completer  | each command's `done`, in commit order               | a publisher 64k
+// events behind| | feed-publisher  | ChangeFeed::Publish: every ChangeListener::OnEvents  |
+// whatever the listeners do    | | callers         | validation, Fingerprint, GetStock and the
+// other reads| the store (reads)            |
 //
 // Idempotency: a mutation whose request carries an idempotency_key is applied at most once
 // per key within options.idempotency_retention_ms; the same key with the same request gets
@@ -60,8 +61,8 @@ struct CoreStats {
   uint64_t batches = 0;
   uint64_t commands = 0;
   uint64_t events = 0;
-  size_t queue_depth = 0;          // commands waiting for the writer
-  size_t unpublished_events = 0;   // events of answered commands waiting for the publisher
+  size_t queue_depth = 0;         // commands waiting for the writer
+  size_t unpublished_events = 0;  // events of answered commands waiting for the publisher
   size_t held_reservations = 0;
   size_t stock_levels = 0;
   uint64_t last_sequence = 0;
@@ -83,16 +84,14 @@ class InventoryCore {
   void Shutdown();
 
   void AdjustStock(inventory::v1::AdjustStockRequest request,
-                   Done<inventory::v1::AdjustStockResponse> done,
-                   CancelFn cancelled = {});
+                   Done<inventory::v1::AdjustStockResponse> done, CancelFn cancelled = {});
   void Reserve(inventory::v1::ReserveRequest request, Done<inventory::v1::ReserveResponse> done,
                CancelFn cancelled = {});
   void Commit(inventory::v1::CommitRequest request, Done<inventory::v1::CommitResponse> done,
               CancelFn cancelled = {});
   void Release(inventory::v1::ReleaseRequest request, Done<inventory::v1::ReleaseResponse> done,
                CancelFn cancelled = {});
-  void CreateOrder(order::v1::CreateOrderRequest request,
-                   Done<order::v1::CreateOrderResponse> done,
+  void CreateOrder(order::v1::CreateOrderRequest request, Done<order::v1::CreateOrderResponse> done,
                    CancelFn cancelled = {});
   void PayOrder(order::v1::PayOrderRequest request, Done<order::v1::OrderResponse> done,
                 CancelFn cancelled = {});

@@ -35,9 +35,9 @@ bool HasSkuShorthand(const inventory::v1::GetStockRequest& r);
 bool HasSkuShorthand(const inventory::v1::WatchStockRequest& r);
 absl::Status ExpandSkuShorthand(inventory::v1::GetStockRequest* r);
 absl::Status ExpandSkuShorthand(inventory::v1::WatchStockRequest* r);
-absl::Status ValidateStockKeys(std::string_view field,
-                               const google::protobuf::RepeatedPtrField<inventory::v1::StockKey>& keys,
-                               const CoreOptions& o);
+absl::Status ValidateStockKeys(
+    std::string_view field, const google::protobuf::RepeatedPtrField<inventory::v1::StockKey>& keys,
+    const CoreOptions& o);
 absl::Status ValidateCreateOrder(order::v1::CreateOrderRequest& r, const CoreOptions& o);
 absl::Status ValidatePayOrder(const order::v1::PayOrderRequest& r, const CoreOptions& o);
 absl::Status ValidateAdvanceOrder(const order::v1::AdvanceOrderRequest& r, const CoreOptions& o);

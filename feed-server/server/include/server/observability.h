@@ -9,12 +9,12 @@
 #include <string_view>
 
 #include "absl/status/status.h"
-#include "spdlog/logger.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
+#include "spdlog/logger.h"
 
 namespace feed::server {
 

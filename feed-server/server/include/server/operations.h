@@ -25,8 +25,8 @@ struct CallOptions {
 
 // Called once, with the response when the status is OK (null otherwise). Runs on the
 // core's completer thread for mutations, on the caller's thread for reads; must not block.
-using OperationDone =
-    absl::AnyInvocable<void(const absl::Status& status, const google::protobuf::Message* response) &&>;
+using OperationDone = absl::AnyInvocable<void(const absl::Status& status,
+                                              const google::protobuf::Message* response) &&>;
 
 class Operation {
  public:

@@ -9,11 +9,11 @@
 #include <unordered_set>
 
 #include "absl/status/status.h"
+#include "common/log_rate_limit.h"
 #include "core/inventory_core.h"
 #include "inventory/v1/inventory.grpc.pb.h"
 #include "order/v1/order.grpc.pb.h"
 #include "server/config.h"
-#include "common/log_rate_limit.h"
 #include "server/observability.h"
 
 namespace feed::server {
@@ -77,21 +77,24 @@ using RawOrderService = order::v1::OrderService::WithRawCallbackMethod_CreateOrd
                     order::v1::OrderService::WithRawCallbackMethod_StreamOrderUpdates<
                         order::v1::OrderService::Service>>>>>>;
 
-
 class InventoryServiceImpl final : public RawInventoryService {
  public:
   explicit InventoryServiceImpl(ServiceContext context) : ctx_(context) {}
 
-  grpc::ServerUnaryReactor* GetStock(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+  grpc::ServerUnaryReactor* GetStock(grpc::CallbackServerContext* ctx,
+                                     const grpc::ByteBuffer* request,
                                      grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* AdjustStock(grpc::CallbackServerContext* ctx,
                                         const grpc::ByteBuffer* request,
                                         grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* Reserve(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+  grpc::ServerUnaryReactor* Reserve(grpc::CallbackServerContext* ctx,
+                                    const grpc::ByteBuffer* request,
                                     grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* Commit(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+  grpc::ServerUnaryReactor* Commit(grpc::CallbackServerContext* ctx,
+                                   const grpc::ByteBuffer* request,
                                    grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* Release(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+  grpc::ServerUnaryReactor* Release(grpc::CallbackServerContext* ctx,
+                                    const grpc::ByteBuffer* request,
                                     grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* GetReservation(grpc::CallbackServerContext* ctx,
                                            const grpc::ByteBuffer* request,
@@ -112,9 +115,11 @@ class OrderServiceImpl final : public RawOrderService {
   grpc::ServerUnaryReactor* CreateOrder(grpc::CallbackServerContext* ctx,
                                         const grpc::ByteBuffer* request,
                                         grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* GetOrder(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+  grpc::ServerUnaryReactor* GetOrder(grpc::CallbackServerContext* ctx,
+                                     const grpc::ByteBuffer* request,
                                      grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* PayOrder(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request,
+  grpc::ServerUnaryReactor* PayOrder(grpc::CallbackServerContext* ctx,
+                                     const grpc::ByteBuffer* request,
                                      grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* AdvanceOrder(grpc::CallbackServerContext* ctx,
                                          const grpc::ByteBuffer* request,
