@@ -5,7 +5,7 @@
 #
 #   bench/ab.sh OLD_SERVER NEW_SERVER SCENARIO [SCENARIO...]
 #
-# Scenarios: reserve (unary Reserve, 64 in flight), feed (4 Feed streams x 256 in flight,
+# Scenarios: reserve (unary Reserve, 64 in flight), reserve256 (256 in flight), feed (4 Feed streams x 256 in flight,
 # 256 commands per message), watch (10,000 one-SKU watchers, 2,000 changes/s), watch_idle
 # (10,000 watchers, 1 change/s), watch_uniform (10,000 watchers, 2,000 changes/s spread
 # evenly). Env: ROUNDS (3), BENCH_SECONDS (15), BUILD_DIR (build: the
@@ -44,6 +44,7 @@ run_one() {  # run_one SERVER LABEL SCENARIO ROUND EXTRA_SERVER_FLAGS
   local server="$1" label="$2" scenario="$3" round="$4" extra="$5" args=()
   case "$scenario" in
     reserve) args=(--scenario reserve --concurrency 64 "${COMMON[@]}") ;;
+    reserve256) args=(--scenario reserve --concurrency 256 "${COMMON[@]}") ;;
     feed) args=(--scenario feed --streams 4 --inflight 256 --feed-batch 256 "${COMMON[@]}") ;;
     watch) args=(--scenario watch --subscribers 10000 --watch-filter sku --rate 2000 "${COMMON[@]}") ;;
     watch_idle) args=(--scenario watch --subscribers 10000 --watch-filter sku --rate 1 "${COMMON[@]}") ;;
