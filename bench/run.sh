@@ -166,6 +166,9 @@ stop
 
 # 3b. The same, relaying every event to a local Kafka broker (a JVM on the same 2 cores) at
 #     the maximum rate: the outbox depth must stay bounded and drain.
+# A broker this script starts is stopped again after its runs (one of another checkout on
+# the same port would make the start fail).
+compose/kafka.sh status >/dev/null 2>&1 && BROKER_WAS_UP=1 || BROKER_WAS_UP=""
 BROKERS="$(compose/kafka.sh start)"
 SUFFIX="bench$RANDOM"
 KAFKA=(--kafka-brokers "$BROKERS" --kafka-stock-topic "stock.$SUFFIX"
@@ -181,6 +184,7 @@ sleep 5
 curl -sf "http://$METRICS/metrics" | grep '^feed_state' >"$OUT/sync_metrics_end.txt" || true
 stop_sampling
 stop
+[ -n "$BROKER_WAS_UP" ] || compose/kafka.sh stop >/dev/null 2>&1 || true
 
 # 4. WatchStock fan-out: 10,000 idle subscribers (one change a second), server memory before
 #    and during; then 10,000 subscribers receiving 2,000 changes/s on a fresh server.

@@ -134,8 +134,14 @@ curl -sf "$H/openapi.json" | grep -q '"/v1/reservations"' || fail "openapi"
 curl -sf "$H/swaggerui/" | grep -q swagger-ui || fail "swagger ui"
 
 # Metrics.
-curl -sf "http://127.0.0.1:$((PORT + 1))/metrics" | grep -q 'feed_rpc_calls_total{code="OK",method="inventory.v1.InventoryService/Reserve"}' ||
-  fail "metrics"
+curl -sf "http://127.0.0.1:$((PORT + 1))/metrics" >"$WORK/metrics.out" || fail "metrics"
+grep -q 'feed_rpc_calls_total{code="OK",method="inventory.v1.InventoryService/Reserve"}' "$WORK/metrics.out" ||
+  fail "metrics: rpc calls"
+grep -q 'feed_http_requests_total{route="POST /v1/reservations",status="201"} 2' "$WORK/metrics.out" ||
+  fail "metrics: http requests: $(grep feed_http_requests_total "$WORK/metrics.out")"
+# The access log has one line per HTTP request.
+grep -q 'method=POST path=/v1/reservations status=201 duration_us=[0-9]* bytes=[0-9]* peer=127.0.0.1:' \
+  "$WORK/server.log" || fail "http access log"
 
 # Kafka: the events reach the topics.
 if [ ${#KAFKA_ARGS[@]} -gt 0 ]; then

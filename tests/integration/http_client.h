@@ -60,7 +60,12 @@ class HttpConnection {
     bhttp::write(socket_, req);
   }
 
-  void SendRaw(const std::string& bytes) { net::write(socket_, net::buffer(bytes)); }
+  // False when the connection is already closed.
+  bool SendRaw(const std::string& bytes) {
+    boost::system::error_code ec;
+    net::write(socket_, net::buffer(bytes), ec);
+    return !ec;
+  }
 
   // Reads one whole response; status 0 when the connection closed or timed out first.
   HttpReply Read() {

@@ -223,6 +223,35 @@ TEST_F(HttpLimitsTest, OverALimitIsAnsweredWithWhichLimit) {
   EXPECT_TRUE(ok);
 }
 
+class HttpTimeoutsTest : public HttpTest {
+  void Customize(server::ServerConfig& c) override {
+    HttpTest::Customize(c);
+    c.http.idle_timeout_ms = 300;
+    c.http.read_timeout_ms = 300;
+  }
+};
+
+TEST_F(HttpTimeoutsTest, IdleAndSlowClientsAreClosedAndTheServerGoesOn) {
+  auto idle = Connect();
+  ASSERT_EQ(idle.Call("GET", "/healthz").status, 200);
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));
+  // The server closed the idle connection: nothing more comes back on it.
+  idle.SendRaw("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(idle.Read().status, 0);
+
+  // A body that does not arrive within --http-read-timeout-ms: closed, no answer.
+  auto slow = Connect();
+  auto started = std::chrono::steady_clock::now();
+  slow.SendRaw("POST /v1/reservations HTTP/1.1\r\nHost: x\r\nContent-Length: 40\r\n\r\n{\"li");
+  EXPECT_EQ(slow.Read().status, 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(5));
+  // A header sent too slowly is bounded by --http-idle-timeout-ms the same way.
+  auto trickle = Connect();
+  trickle.SendRaw("GET /healthz HTTP/1.1\r\nHo");
+  EXPECT_EQ(trickle.Read().status, 0);
+  EXPECT_EQ(Connect().Call("GET", "/healthz").status, 200);
+}
+
 // Splits SSE text into complete events; leaves an incomplete tail.
 std::vector<std::map<std::string, std::string>> SseEvents(const std::string& text) {
   std::vector<std::map<std::string, std::string>> events;
@@ -424,6 +453,47 @@ TEST_F(HttpTest, ShutdownEndsOpenStreamsWithUnavailable) {
   EXPECT_THAT(text, HasSubstr("event: error"));
   EXPECT_THAT(text, HasSubstr("\"code\":14"));
   EXPECT_TRUE(c.StreamDone()) << "the chunked body ends properly";
+}
+
+TEST_F(HttpTest, ShutdownAnswersWhatIsInFlightWholeAndLosesNoAcknowledgedReservation) {
+  Adjust("down", 1000000);
+  std::atomic<bool> stop{false};
+  std::mutex mu;
+  std::vector<std::string> created;
+  int whole = 0, cut = 0;
+  std::vector<std::thread> clients;
+  for (int t = 0; t < 8; ++t) {
+    clients.emplace_back([&] {
+      auto c = Connect();
+      while (!stop) {
+        if (!c.SendRaw("POST /v1/reservations HTTP/1.1\r\nHost: x\r\nContent-Length: 39\r\n\r\n"
+                       R"({"lines":[{"sku":"down","quantity":1}]})")) {
+          break;
+        }
+        HttpReply r = c.Read();
+        std::lock_guard lock(mu);
+        if (r.status == 0) {
+          ++cut;  // closed before an answer began: the client cannot know, and retries
+          break;
+        }
+        ++whole;
+        if (r.status == 201) created.push_back(json::parse(r.body)["reservation"]["reservationId"]);
+        EXPECT_TRUE(r.status == 201 || r.status == 503) << r.status << " " << r.body;
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  server_->Shutdown();
+  stop = true;
+  for (auto& t : clients) t.join();
+  EXPECT_GT(whole, 0);
+  // Every reservation the gateway acknowledged is there after a restart.
+  server_.reset();
+  StartServer();
+  for (const auto& id : created) {
+    auto held = server_->core().GetReservation(id);
+    EXPECT_TRUE(held.ok()) << id << ": " << held.status();
+  }
 }
 
 TEST_F(HttpTest, OpenApiAndSwaggerUiAreServed) {

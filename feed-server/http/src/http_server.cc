@@ -230,15 +230,9 @@ void Session::RejectRead(beast::error_code ec) {
       ec == net::error::connection_reset || ec == net::error::operation_aborted || closed_) {
     return Close();
   }
-  if (ec == beast::error::timeout) {
-    // Nothing arrived on an idle connection: close quietly; a request begun but not
-    // finished in time gets 408.
-    if (parser_ && !parser_->got_some()) return Close();
-    return SendError(
-        bhttp::status::request_timeout,
-        absl::DeadlineExceededError("request not received in time (--http-idle-timeout-ms / "
-                                    "--http-read-timeout-ms)"));
-  }
+  // Beast's stream has already closed the socket when its timer fired: a client that sends
+  // nothing, or its request too slowly, is closed without an answer.
+  if (ec == beast::error::timeout) return Close();
   if (ec == bhttp::error::header_limit) {
     return SendError(bhttp::status::request_header_fields_too_large,
                      absl::ResourceExhaustedError(fmt::format(

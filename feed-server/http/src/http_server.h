@@ -27,7 +27,8 @@ struct ServerLimits {
   // Time to wait for the next request's header on an open connection (also bounds a
   // client that sends its header slowly).
   std::chrono::milliseconds idle_timeout{60000};
-  // Time to receive a request's body once its header is in.
+  // Time to receive a request's body once its header is in. A client over either timeout
+  // is closed (Beast's stream closes the socket when its timer fires).
   std::chrono::milliseconds read_timeout{10000};
   // Time one response write, or one chunk of a stream, may take (a reader that stops
   // reading is closed after it).

@@ -224,7 +224,7 @@ absl::StatusOr<ParseResult> ParseServerConfig(int argc, char** argv) {
           ->check(CLI::Range(int64_t{100}, int64_t{3600000})),
       "FEED_HTTP_IDLE_TIMEOUT_MS");
   env(app.add_option("--http-read-timeout-ms", h.read_timeout_ms,
-                     "receive a request's body within this time (408 after)")
+                     "receive a request's body within this time (else the connection is closed)")
           ->check(CLI::Range(int64_t{100}, int64_t{3600000})),
       "FEED_HTTP_READ_TIMEOUT_MS");
   env(app.add_option("--http-write-timeout-ms", h.write_timeout_ms,
