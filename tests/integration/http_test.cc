@@ -496,6 +496,45 @@ TEST_F(HttpTest, ShutdownAnswersWhatIsInFlightWholeAndLosesNoAcknowledgedReserva
   }
 }
 
+class HttpHeartbeatTest : public HttpTest {
+  void Customize(server::ServerConfig& c) override {
+    HttpTest::Customize(c);
+    c.http.sse_heartbeat_ms = 100;
+    c.max_open_streams = 1;
+  }
+};
+
+TEST_F(HttpHeartbeatTest, IdleSseStreamsBeatAndAGoneClientFreesItsSlot) {
+  Adjust("beat", 1);
+  {
+    auto c = Connect();
+    c.Send("GET", "/v1/stock:watch?sku=beat", "", {{"Accept", "text/event-stream"}});
+    ASSERT_EQ(c.ReadStreamHead().status, 200);
+    bool ended = false;
+    auto text =
+        c.ReadStreamUntil([](const std::string& t) { return Count(t, ": keep-alive") >= 2; },
+                          std::chrono::seconds(5), &ended);
+    EXPECT_GE(Count(text, ": keep-alive\n\n"), 2u) << text;
+    // A change still arrives between the heartbeats.
+    Adjust("beat", 2);
+    text = c.ReadStreamUntil([](const std::string& t) { return Count(t, "KIND_CHANGE") >= 1; },
+                             std::chrono::seconds(5), &ended);
+    EXPECT_THAT(text, HasSubstr("\"onHand\":\"2\""));
+    // The only stream slot is taken.
+    ExpectError(Connect().Call("GET", "/v1/stock:watch?sku=beat"), 503, 8, "too many open streams");
+    c.Close();
+  }
+  // No change comes, yet the next heartbeat finds the client gone and frees the slot.
+  bool opened = false;
+  for (int i = 0; i < 50 && !opened; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    auto next = Connect();
+    next.Send("GET", "/v1/stock:watch?sku=beat", "", {{"Accept", "text/event-stream"}});
+    opened = next.ReadStreamHead().status == 200;
+  }
+  EXPECT_TRUE(opened);
+}
+
 TEST_F(HttpTest, OpenApiAndSwaggerUiAreServed) {
   auto c = Connect();
   auto doc = c.Call("GET", "/openapi.json");

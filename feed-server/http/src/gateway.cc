@@ -224,6 +224,7 @@ class GatewayImpl final : public Gateway {
     auto done = [this, record](const StreamEnd& end) {
       Finish(record, end.http_status, end.bytes);
     };
+    const StreamSettings settings{framing, std::chrono::milliseconds(options_.sse_heartbeat_ms)};
     if (auto* watch = dynamic_cast<inventory::v1::WatchStockRequest*>(message.get())) {
       if (auto it = request.find("Last-Event-ID"); it != request.end()) {
         uint64_t after = 0;
@@ -235,10 +236,10 @@ class GatewayImpl final : public Gateway {
         }
         watch->set_resume_after_sequence(after);
       }
-      return ServeStockStream(context_, exchange, std::move(*watch), framing, std::move(done));
+      return ServeStockStream(context_, exchange, std::move(*watch), settings, std::move(done));
     }
     if (auto* orders = dynamic_cast<order::v1::OrderSubscriptionRequest*>(message.get())) {
-      return ServeOrderStream(context_, exchange, std::move(*orders), framing, std::move(done));
+      return ServeOrderStream(context_, exchange, std::move(*orders), settings, std::move(done));
     }
     ReplyStatus(
         exchange, record,

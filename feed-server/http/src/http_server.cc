@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -14,6 +15,7 @@
 #include "boost/asio/io_context.hpp"
 #include "boost/asio/ip/tcp.hpp"
 #include "boost/asio/post.hpp"
+#include "boost/asio/steady_timer.hpp"
 #include "boost/asio/strand.hpp"
 #include "boost/asio/write.hpp"
 #include "boost/beast/core.hpp"
@@ -45,7 +47,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // Exchange and stream support; each posts to the strand.
   void Respond(Response response);
-  void StartStream(Response head);
+  void StartStream(Response head, StreamOptions options);
   void WriteChunk(std::string chunk, std::function<void(bool)> done);
   void EndStream(std::string last_chunk, std::function<void()> after);
 
@@ -60,6 +62,17 @@ class Session : public std::enable_shared_from_this<Session> {
   void SendError(bhttp::status status, const absl::Status& why);
   void WriteResponse(std::shared_ptr<Response> response);
   void AfterResponse(bool ok);
+  // A stream's writes, one at a time in order: the head, chunks, heartbeats, the end.
+  struct StreamOut {
+    enum class Kind { kChunk, kHeartbeat, kLast } kind;
+    std::shared_ptr<std::string> data;
+    std::function<void(bool ok)> done;  // null for heartbeats
+  };
+  void FlushStream();
+  void OnStreamWritten(StreamOut item, beast::error_code ec);
+  void ArmHeartbeat();
+  // On the strand.
+  void CloseNow();
 
   beast::tcp_stream stream_;
   ServerImpl* server_;
@@ -71,9 +84,13 @@ class Session : public std::enable_shared_from_this<Session> {
   bool draining_ = false;  // close after the response in flight
   bool closed_ = false;
   bool keep_alive_ = true;
-  // The stream in progress: its header serializer and body chunks.
+  // The stream in progress: its header serializer, the writes waiting, the heartbeat.
   std::shared_ptr<bhttp::response<bhttp::empty_body>> stream_head_;
   std::shared_ptr<bhttp::response_serializer<bhttp::empty_body>> stream_serializer_;
+  std::deque<StreamOut> stream_out_;
+  bool stream_writing_ = false;
+  StreamOptions stream_options_;
+  net::steady_timer heartbeat_;
 };
 
 class ExchangeImpl final : public Exchange,
@@ -88,7 +105,7 @@ class ExchangeImpl final : public Exchange,
     if (answered_.exchange(true)) return;
     session_->Respond(std::move(response));
   }
-  std::shared_ptr<StreamWriter> StartStream(Response head) override;
+  std::shared_ptr<StreamWriter> StartStream(Response head, StreamOptions options) override;
   void Write(std::string chunk, std::function<void(bool)> done) override {
     session_->WriteChunk(std::move(chunk), std::move(done));
   }
@@ -149,7 +166,7 @@ class ServerImpl final : public HttpServer {
 // --- Session ---------------------------------------------------------------------------
 
 Session::Session(tcp::socket socket, ServerImpl* server)
-    : stream_(std::move(socket)), server_(server) {
+    : stream_(std::move(socket)), server_(server), heartbeat_(stream_.get_executor()) {
   beast::error_code ec;
   auto endpoint = stream_.socket().remote_endpoint(ec);
   peer_ = ec ? "unknown" : fmt::format("{}:{}", endpoint.address().to_string(), endpoint.port());
@@ -185,13 +202,16 @@ void Session::Drain() {
 }
 
 void Session::Close() {
-  net::post(stream_.get_executor(), [self = shared_from_this()] {
-    if (self->closed_) return;
-    self->closed_ = true;
-    beast::error_code ec;
-    self->stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
-    self->stream_.close();
-  });
+  net::post(stream_.get_executor(), [self = shared_from_this()] { self->CloseNow(); });
+}
+
+void Session::CloseNow() {
+  if (closed_) return;
+  closed_ = true;
+  heartbeat_.cancel();
+  beast::error_code ec;
+  stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+  stream_.close();
 }
 
 void Session::ReadHeader() {
@@ -284,10 +304,12 @@ void Session::AfterResponse(bool ok) {
   ReadHeader();
 }
 
-void Session::StartStream(Response head) {
+void Session::StartStream(Response head, StreamOptions options) {
   net::post(stream_.get_executor(), [self = shared_from_this(),
-                                     h = std::make_shared<Response>(std::move(head))] {
+                                     h = std::make_shared<Response>(std::move(head)),
+                                     options = std::move(options)]() mutable {
     if (self->closed_) return;
+    self->stream_options_ = std::move(options);
     self->stream_head_ = std::make_shared<bhttp::response<bhttp::empty_body>>(h->result(), 11);
     for (const auto& field : *h) self->stream_head_->set(field.name_string(), field.value());
     self->stream_head_->keep_alive(self->keep_alive_ && !self->draining_);
@@ -295,10 +317,11 @@ void Session::StartStream(Response head) {
     self->stream_serializer_ =
         std::make_shared<bhttp::response_serializer<bhttp::empty_body>>(*self->stream_head_);
     self->stream_.expires_after(self->server_->limits().write_timeout);
-    bhttp::async_write_header(self->stream_, *self->stream_serializer_,
-                              [self](beast::error_code ec, size_t) {
-                                if (ec) self->Close();
-                              });
+    self->stream_writing_ = true;
+    bhttp::async_write_header(
+        self->stream_, *self->stream_serializer_, [self](beast::error_code ec, size_t) {
+          self->OnStreamWritten({StreamOut::Kind::kHeartbeat, nullptr, {}}, ec);
+        });
   });
 }
 
@@ -307,42 +330,110 @@ void Session::WriteChunk(std::string chunk, std::function<void(bool)> done) {
             [self = shared_from_this(), data = std::make_shared<std::string>(std::move(chunk)),
              done = std::move(done)]() mutable {
               if (self->closed_) return done(false);
-              self->stream_.expires_after(self->server_->limits().write_timeout);
-              net::async_write(self->stream_, bhttp::make_chunk(net::buffer(*data)),
-                               [self, data, done = std::move(done)](beast::error_code ec, size_t) {
-                                 if (ec) self->Close();
-                                 done(!ec);
-                               });
+              self->stream_out_.push_back({StreamOut::Kind::kChunk, data, std::move(done)});
+              self->FlushStream();
             });
 }
 
 void Session::EndStream(std::string last_chunk, std::function<void()> after) {
   net::post(stream_.get_executor(),
             [self = shared_from_this(), data = std::make_shared<std::string>(std::move(last_chunk)),
-             after = std::move(after)] {
+             after = std::move(after)]() mutable {
               if (self->closed_) return after();
-              self->stream_.expires_after(self->server_->limits().write_timeout);
-              auto finish = [self, after](beast::error_code ec, size_t) {
-                self->stream_serializer_.reset();
-                self->stream_head_.reset();
-                self->AfterResponse(!ec);
-                after();
-              };
-              if (data->empty()) {
-                net::async_write(self->stream_, bhttp::make_chunk_last(), finish);
-                return;
-              }
-              net::async_write(self->stream_, bhttp::make_chunk(net::buffer(*data)),
-                               [self, data, finish](beast::error_code ec, size_t n) {
-                                 if (ec) return finish(ec, n);
-                                 net::async_write(self->stream_, bhttp::make_chunk_last(), finish);
-                               });
+              self->stream_out_.push_back(
+                  {StreamOut::Kind::kLast, data, [after = std::move(after)](bool) { after(); }});
+              self->FlushStream();
             });
 }
 
-std::shared_ptr<StreamWriter> ExchangeImpl::StartStream(Response head) {
+// Starts the next stream write unless one is in flight.
+void Session::FlushStream() {
+  if (stream_writing_ || stream_out_.empty()) return;
+  if (closed_) {
+    auto pending = std::move(stream_out_);
+    stream_out_.clear();
+    for (auto& item : pending) {
+      if (item.done) item.done(false);
+    }
+    return;
+  }
+  StreamOut item = std::move(stream_out_.front());
+  stream_out_.pop_front();
+  stream_writing_ = true;
+  stream_.expires_after(server_->limits().write_timeout);
+  auto data = item.data;
+  const auto kind = item.kind;
+  auto written = [self = shared_from_this(), item = std::move(item)](beast::error_code ec,
+                                                                     size_t) mutable {
+    self->OnStreamWritten(std::move(item), ec);
+  };
+  if (kind != StreamOut::Kind::kLast) {
+    net::async_write(stream_, bhttp::make_chunk(net::buffer(*data)), std::move(written));
+  } else if (data->empty()) {
+    net::async_write(stream_, bhttp::make_chunk_last(), std::move(written));
+  } else {
+    net::async_write(stream_, bhttp::make_chunk(net::buffer(*data)),
+                     [self = shared_from_this(), data, written = std::move(written)](
+                         beast::error_code ec, size_t n) mutable {
+                       if (ec) return written(ec, n);
+                       net::async_write(self->stream_, bhttp::make_chunk_last(),
+                                        std::move(written));
+                     });
+  }
+}
+
+void Session::OnStreamWritten(StreamOut item, beast::error_code ec) {
+  stream_writing_ = false;
+  if (item.kind == StreamOut::Kind::kLast) {
+    heartbeat_.cancel();
+    stream_serializer_.reset();
+    stream_head_.reset();
+    stream_options_ = {};
+    AfterResponse(!ec);
+    item.done(!ec);
+    FlushStream();  // fails anything left (nothing should be)
+    return;
+  }
+  if (ec) {
+    CloseNow();
+    if (item.done) {
+      item.done(false);
+    } else if (stream_options_.on_broken) {
+      // A heartbeat (or the head) found the client gone: the stream learns it now.
+      auto broken = std::move(stream_options_.on_broken);
+      stream_options_.on_broken = nullptr;
+      broken();
+    }
+    FlushStream();
+    return;
+  }
+  if (item.done) item.done(true);
+  ArmHeartbeat();
+  FlushStream();
+}
+
+// After each write the next heartbeat is due one period later; it is written only if the
+// stream has had nothing else to send meanwhile.
+void Session::ArmHeartbeat() {
+  if (stream_options_.heartbeat_chunk.empty() || stream_options_.heartbeat_period.count() <= 0 ||
+      !stream_serializer_ || closed_) {
+    return;
+  }
+  heartbeat_.expires_after(stream_options_.heartbeat_period);
+  heartbeat_.async_wait([self = shared_from_this()](beast::error_code ec) {
+    if (ec || self->closed_ || !self->stream_serializer_) return;
+    if (self->stream_writing_ || !self->stream_out_.empty()) return;  // traffic re-arms it
+    self->stream_out_.push_back(
+        {StreamOut::Kind::kHeartbeat,
+         std::make_shared<std::string>(self->stream_options_.heartbeat_chunk),
+         {}});
+    self->FlushStream();
+  });
+}
+
+std::shared_ptr<StreamWriter> ExchangeImpl::StartStream(Response head, StreamOptions options) {
   if (answered_.exchange(true)) return nullptr;
-  session_->StartStream(std::move(head));
+  session_->StartStream(std::move(head), std::move(options));
   return std::static_pointer_cast<StreamWriter>(shared_from_this());
 }
 

@@ -51,6 +51,15 @@ class StreamWriter {
   virtual void Abort() = 0;
 };
 
+// How a stream keeps an idle connection checked: `heartbeat_chunk` (e.g. an SSE comment) is
+// written after `heartbeat_period` without any other write, and `on_broken` runs (once, on a
+// server thread) when such a write finds the client gone. Empty chunk: no heartbeat.
+struct StreamOptions {
+  std::string heartbeat_chunk;
+  std::chrono::milliseconds heartbeat_period{0};
+  std::function<void()> on_broken;
+};
+
 // One request. Respond or StartStream exactly once, from any thread.
 class Exchange {
  public:
@@ -59,7 +68,7 @@ class Exchange {
   virtual const std::string& peer() const = 0;
   virtual void Respond(Response response) = 0;
   // Sends `head` (status and headers; chunked) and returns the writer of the body.
-  virtual std::shared_ptr<StreamWriter> StartStream(Response head) = 0;
+  virtual std::shared_ptr<StreamWriter> StartStream(Response head, StreamOptions options = {}) = 0;
 };
 
 struct ServerHooks {

@@ -45,11 +45,12 @@ class HttpStream : public core::ChangeListener,
                    public server::StreamRegistry::Stream,
                    public std::enable_shared_from_this<HttpStream> {
  public:
-  HttpStream(const server::ServiceContext& sc, std::shared_ptr<Exchange> exchange, Framing framing,
-             const char* kind, StreamDone done)
+  HttpStream(const server::ServiceContext& sc, std::shared_ptr<Exchange> exchange,
+             StreamSettings settings, const char* kind, StreamDone done)
       : support_(sc, kind),
         exchange_(std::move(exchange)),
-        framing_(framing),
+        framing_(settings.framing),
+        heartbeat_(settings.heartbeat),
         done_(std::move(done)) {}
 
   void Close(const absl::Status& status) override {
@@ -86,7 +87,15 @@ class HttpStream : public core::ChangeListener,
       head.set(boost::beast::http::field::content_type, "application/x-ndjson");
     }
     self_ = shared_from_this();
-    writer_ = exchange_->StartStream(std::move(head));
+    StreamOptions options;
+    if (framing_ == Framing::kServerSentEvents && heartbeat_.count() > 0) {
+      options.heartbeat_chunk = ": keep-alive\n\n";
+      options.heartbeat_period = heartbeat_;
+      options.on_broken = [weak = weak_from_this()] {
+        if (auto self = weak.lock()) self->OnBroken();
+      };
+    }
+    writer_ = exchange_->StartStream(std::move(head), std::move(options));
   }
 
   void WriteLocked(const google::protobuf::Message& message, std::optional<uint64_t> id) {
@@ -126,6 +135,12 @@ class HttpStream : public core::ChangeListener,
   // A write completed: send the next update.
   virtual void PumpLocked() = 0;
 
+  // A heartbeat found the client gone.
+  void OnBroken() {
+    std::lock_guard lock(mu_);
+    FinishLocked(absl::CancelledError("client went away"), false);
+  }
+
   void OnWritten(bool ok) {
     std::lock_guard lock(mu_);
     support_.WriteDone();
@@ -153,6 +168,7 @@ class HttpStream : public core::ChangeListener,
 
   std::shared_ptr<Exchange> exchange_;
   const Framing framing_;
+  const std::chrono::milliseconds heartbeat_;
   StreamDone done_;
   std::shared_ptr<StreamWriter> writer_;
   std::shared_ptr<HttpStream> self_;
@@ -164,9 +180,9 @@ class HttpStream : public core::ChangeListener,
 
 class StockStream final : public HttpStream {
  public:
-  StockStream(const server::ServiceContext& sc, std::shared_ptr<Exchange> exchange, Framing framing,
-              StreamDone done)
-      : HttpStream(sc, std::move(exchange), framing, "http_watch_stock", std::move(done)) {}
+  StockStream(const server::ServiceContext& sc, std::shared_ptr<Exchange> exchange,
+              StreamSettings settings, StreamDone done)
+      : HttpStream(sc, std::move(exchange), settings, "http_watch_stock", std::move(done)) {}
 
   void Start(const inventory::v1::WatchStockRequest& request) {
     const auto& sc = support_.context();
@@ -224,9 +240,9 @@ class StockStream final : public HttpStream {
 
 class OrderStream final : public HttpStream {
  public:
-  OrderStream(const server::ServiceContext& sc, std::shared_ptr<Exchange> exchange, Framing framing,
-              StreamDone done)
-      : HttpStream(sc, std::move(exchange), framing, "http_order_updates", std::move(done)) {}
+  OrderStream(const server::ServiceContext& sc, std::shared_ptr<Exchange> exchange,
+              StreamSettings settings, StreamDone done)
+      : HttpStream(sc, std::move(exchange), settings, "http_order_updates", std::move(done)) {}
 
   void Start(const order::v1::OrderSubscriptionRequest& request) {
     const auto& sc = support_.context();
@@ -279,15 +295,16 @@ class OrderStream final : public HttpStream {
 }  // namespace
 
 void ServeStockStream(const server::ServiceContext& context, std::shared_ptr<Exchange> exchange,
-                      inventory::v1::WatchStockRequest request, Framing framing, StreamDone done) {
-  std::make_shared<StockStream>(context, std::move(exchange), framing, std::move(done))
+                      inventory::v1::WatchStockRequest request, StreamSettings settings,
+                      StreamDone done) {
+  std::make_shared<StockStream>(context, std::move(exchange), settings, std::move(done))
       ->Start(request);
 }
 
 void ServeOrderStream(const server::ServiceContext& context, std::shared_ptr<Exchange> exchange,
-                      order::v1::OrderSubscriptionRequest request, Framing framing,
+                      order::v1::OrderSubscriptionRequest request, StreamSettings settings,
                       StreamDone done) {
-  std::make_shared<OrderStream>(context, std::move(exchange), framing, std::move(done))
+  std::make_shared<OrderStream>(context, std::move(exchange), settings, std::move(done))
       ->Start(request);
 }
 

@@ -10,6 +10,7 @@
 // StreamSupport's, exactly as for the gRPC streams.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -30,12 +31,20 @@ struct StreamEnd {
 };
 using StreamDone = std::function<void(const StreamEnd&)>;
 
+// SSE streams write a `: keep-alive` comment after `heartbeat` without other traffic (0:
+// never), so that a client that went away is noticed and its slot freed.
+struct StreamSettings {
+  Framing framing = Framing::kNdjson;
+  std::chrono::milliseconds heartbeat{0};
+};
+
 // Starts the stream: a validation error, a gap without snapshot_on_gap and a full stream
 // registry are answered as plain HTTP errors before any head is sent.
 void ServeStockStream(const server::ServiceContext& context, std::shared_ptr<Exchange> exchange,
-                      inventory::v1::WatchStockRequest request, Framing framing, StreamDone done);
+                      inventory::v1::WatchStockRequest request, StreamSettings settings,
+                      StreamDone done);
 void ServeOrderStream(const server::ServiceContext& context, std::shared_ptr<Exchange> exchange,
-                      order::v1::OrderSubscriptionRequest request, Framing framing,
+                      order::v1::OrderSubscriptionRequest request, StreamSettings settings,
                       StreamDone done);
 
 }  // namespace feed::http

@@ -231,6 +231,10 @@ absl::StatusOr<ParseResult> ParseServerConfig(int argc, char** argv) {
                      "close a connection whose response or stream chunk is not taken in this time")
           ->check(CLI::Range(int64_t{100}, int64_t{3600000})),
       "FEED_HTTP_WRITE_TIMEOUT_MS");
+  env(app.add_option("--http-sse-heartbeat-ms", h.sse_heartbeat_ms,
+                     "an idle SSE stream writes a keep-alive comment this often (0 = never)")
+          ->check(CLI::Range(int64_t{0}, int64_t{3600000})),
+      "FEED_HTTP_SSE_HEARTBEAT_MS");
   env(app.add_option("--http-ignore-unknown-fields", h.ignore_unknown_fields,
                      "accept unknown JSON fields and query parameters (default: 400)"),
       "FEED_HTTP_IGNORE_UNKNOWN_FIELDS");

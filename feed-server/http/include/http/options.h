@@ -17,6 +17,9 @@ struct HttpOptions {
   int64_t idle_timeout_ms = 60000;
   int64_t read_timeout_ms = 10000;
   int64_t write_timeout_ms = 30000;
+  // An SSE stream with nothing to send writes a `: keep-alive` comment this often, so that a
+  // client that went away is noticed and its stream slot freed (0: never).
+  int64_t sse_heartbeat_ms = 15000;
   // Unknown JSON fields and query parameters are rejected (400) unless this is set.
   bool ignore_unknown_fields = false;
   // swagger-ui-dist's folder (served at /swaggerui/) and the OpenAPI document generated
