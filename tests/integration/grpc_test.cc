@@ -633,6 +633,10 @@ TEST_F(GrpcTest, HundredClientsRaceForTheLastUnitsWithoutOversell) {
         inv::ReserveResponse resp;
         grpc::ClientContext ctx;
         ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+        // 100 channels connect at once; on a busy machine one connect attempt can fail
+        // ("failed to connect to all addresses") and, without this, fail every call of that
+        // channel at once. A checkout client waits for the connection within its deadline.
+        ctx.set_wait_for_ready(true);
         auto s = stub->Reserve(&ctx, req, &resp);
         if (s.ok()) {
           ++won;
