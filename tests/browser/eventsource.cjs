@@ -2,22 +2,13 @@
 // a stock change made from outside arrives as an event whose id is its sequence.
 //
 // Usage: node eventsource.cjs HTTP_BASE
-const puppeteer = require('puppeteer-core');  // NODE_PATH: .cache/node/node_modules
+const {fail, setStock, launchChromium, run} = require('./common.cjs');
 
-(async () => {
+run(async () => {
   const [base] = process.argv.slice(2);
-  const fail = (why) => { console.error(`FAIL: ${why}`); process.exit(1); };
-  const adjust = (quantity) => fetch(`${base}/v1/stock:adjust`, {
-    method: 'POST',
-    body: JSON.stringify({sku: 'es-sku', mode: 'ADJUST_MODE_SET', quantity}),
-  });
-  if ((await adjust(1)).status !== 200) fail('seeding stock');
+  await setStock(base, 'es-sku', 1);
 
-  const browser = await puppeteer.launch({
-    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
-  });
+  const browser = await launchChromium();
   try {
     const page = await browser.newPage();
     await page.goto(`${base}/healthz`);
@@ -28,7 +19,7 @@ const puppeteer = require('puppeteer-core');  // NODE_PATH: .cache/node/node_mod
     });
     await page.waitForFunction(
         () => window.events.some((e) => e.data.kind === 'KIND_SNAPSHOT_END'), {timeout: 10000});
-    if ((await adjust(7)).status !== 200) fail('adjusting stock');
+    await setStock(base, 'es-sku', 7);
     await page.waitForFunction(
         () => window.events.some((e) => e.data.kind === 'KIND_CHANGE'), {timeout: 10000});
     const events = await page.evaluate(() => window.events);
@@ -39,7 +30,4 @@ const puppeteer = require('puppeteer-core');  // NODE_PATH: .cache/node/node_mod
   } finally {
     await browser.close();
   }
-})().catch((e) => {
-  console.error(`FAIL: ${e.stack || e}`);
-  process.exit(1);
 });

@@ -3,23 +3,14 @@
 // and that the reservation exists on the server. Keeps a screenshot.
 //
 // Usage: node swagger_try_it_out.cjs HTTP_BASE SCREENSHOT_PATH
-const puppeteer = require('puppeteer-core');  // NODE_PATH: .cache/node/node_modules
+const {fail, setStock, launchChromium, run} = require('./common.cjs');
 
-(async () => {
+run(async () => {
   const [base, screenshot] = process.argv.slice(2);
-  const fail = (why) => { console.error(`FAIL: ${why}`); process.exit(1); };
 
-  const adjust = await fetch(`${base}/v1/stock:adjust`, {
-    method: 'POST',
-    body: JSON.stringify({sku: 'browser-sku', mode: 'ADJUST_MODE_SET', quantity: 5}),
-  });
-  if (adjust.status !== 200) fail(`seeding stock: ${adjust.status}`);
+  await setStock(base, 'browser-sku', 5);
 
-  const browser = await puppeteer.launch({
-    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
-  });
+  const browser = await launchChromium();
   try {
     const page = await browser.newPage();
     await page.setViewport({width: 1280, height: 1600});
@@ -62,7 +53,4 @@ const puppeteer = require('puppeteer-core');  // NODE_PATH: .cache/node/node_mod
   } finally {
     await browser.close();
   }
-})().catch((e) => {
-  console.error(`FAIL: ${e.stack || e}`);
-  process.exit(1);
 });

@@ -31,8 +31,7 @@ const RouteTable& Routes() {
   // Referencing the files' messages links them in, which registers their descriptors.
   (void)inventory::v1::ReserveRequest::descriptor();
   (void)order::v1::CreateOrderRequest::descriptor();
-  static const RouteTable table =
-      *RouteTable::FromServices({"inventory.v1.InventoryService", "order.v1.OrderService"});
+  static const RouteTable table = *RouteTable::FromServices(feed::http::kServedServices);
   return table;
 }
 

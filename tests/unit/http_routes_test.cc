@@ -36,7 +36,7 @@ TEST(PathTemplateTest, MatchesLiteralsVariablesAndVerbs) {
 }
 
 TEST(RouteTableTest, EveryAnnotatedRpcButFeedHasARoute) {
-  auto table = RouteTable::FromServices({"inventory.v1.InventoryService", "order.v1.OrderService"});
+  auto table = RouteTable::FromServices(kServedServices);
   ASSERT_TRUE(table.ok()) << table.status();
   std::set<std::string> methods;
   for (const auto& r : table->routes()) methods.insert(r.grpc_method);
@@ -65,7 +65,7 @@ TEST(RouteTableTest, EveryAnnotatedRpcButFeedHasARoute) {
 class TranscodingTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto t = RouteTable::FromServices({"inventory.v1.InventoryService", "order.v1.OrderService"});
+    auto t = RouteTable::FromServices(kServedServices);
     ASSERT_TRUE(t.ok());
     table_ = std::move(*t);
   }

@@ -32,9 +32,14 @@ class Handoff {
   // into a closed hand-off still hands the item over: the consumer drains everything before
   // PopAll returns false.
   void Push(T item) {
-    std::vector<T> one;
-    one.push_back(std::move(item));
-    PushAll(std::move(one));
+    const size_t w = Weight(item);
+    {
+      std::unique_lock lock(mu_);
+      WaitForRoom(lock);
+      items_.push_back(std::move(item));
+      Added(w);
+    }
+    not_empty_.notify_one();
   }
 
   // Push for several items at once: one wait for room, then all of them go in together (a
@@ -44,13 +49,9 @@ class Handoff {
     for (const auto& item : items) w += Weight(item);
     {
       std::unique_lock lock(mu_);
-      not_full_.wait(lock, [&] {
-        const size_t counted = bound_ == Bound::kWaiting ? waiting_ : waiting_ + taken_;
-        return counted < capacity_;
-      });
+      WaitForRoom(lock);
       for (auto& item : items) items_.push_back(std::move(item));
-      waiting_ += w;
-      idle_.store(false, std::memory_order_relaxed);
+      Added(w);
     }
     not_empty_.notify_one();
   }
@@ -107,6 +108,16 @@ class Handoff {
 
  private:
   size_t Weight(const T& item) const { return weight_ ? weight_(item) : 1; }
+  void WaitForRoom(std::unique_lock<std::mutex>& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    not_full_.wait(lock, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      const size_t counted = bound_ == Bound::kWaiting ? waiting_ : waiting_ + taken_;
+      return counted < capacity_;
+    });
+  }
+  void Added(size_t weight) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    waiting_ += weight;
+    idle_.store(false, std::memory_order_relaxed);
+  }
 
   const size_t capacity_;
   const Bound bound_;

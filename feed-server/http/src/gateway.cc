@@ -26,9 +26,6 @@ namespace {
 namespace bhttp = boost::beast::http;
 using Clock = std::chrono::steady_clock;
 
-const std::vector<std::string> kServices = {"inventory.v1.InventoryService",
-                                            "order.v1.OrderService"};
-
 std::string_view ContentTypeOf(std::string_view file) {
   if (file.ends_with(".html")) return "text/html; charset=utf-8";
   if (file.ends_with(".js")) return "application/javascript";
@@ -123,11 +120,7 @@ class GatewayImpl final : public Gateway {
 
   void ReplyStatus(const std::shared_ptr<Exchange>& exchange, const Record& record,
                    const absl::Status& status, int http_status = 0) {
-    Response response(
-        static_cast<bhttp::status>(http_status ? http_status : HttpStatusOf(status.code())), 11);
-    response.set(bhttp::field::content_type, "application/json");
-    response.body() = StatusJson(status);
-    Reply(exchange, record, std::move(response));
+    Reply(exchange, record, ErrorResponse(status, http_status));
   }
 
   void Handle(std::shared_ptr<Exchange> exchange) {
@@ -148,11 +141,11 @@ class GatewayImpl final : public Gateway {
       if (!allowed.empty()) {
         std::string allow;
         for (const auto& a : allowed) allow += (allow.empty() ? "" : ", ") + a;
-        Response response(bhttp::status::method_not_allowed, 11);
+        Response response =
+            ErrorResponse(absl::UnimplementedError(fmt::format(
+                              "{} is not served for {}; allowed: {}", verb, path, allow)),
+                          405);
         response.set(bhttp::field::allow, allow);
-        response.set(bhttp::field::content_type, "application/json");
-        response.body() = StatusJson(absl::UnimplementedError(
-            fmt::format("{} is not served for {}; allowed: {}", verb, path, allow)));
         return Reply(exchange, record, std::move(response));
       }
       return ReplyStatus(exchange, record,
@@ -320,7 +313,7 @@ class GatewayImpl final : public Gateway {
 absl::StatusOr<std::unique_ptr<Gateway>> Gateway::Start(const HttpOptions& options,
                                                         const server::ServiceContext& context,
                                                         prometheus::Registry& registry) {
-  auto routes = RouteTable::FromServices(kServices);
+  auto routes = RouteTable::FromServices(kServedServices);
   if (!routes.ok()) return routes.status();
   auto gateway = std::make_unique<GatewayImpl>(options, context, registry, std::move(*routes));
   if (absl::Status s = gateway->Listen(); !s.ok()) return s;

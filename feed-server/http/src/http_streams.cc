@@ -27,13 +27,6 @@ std::string ErrorFrame(Framing framing, const absl::Status& status) {
   return "event: error\ndata: " + StatusJson(status) + "\n\n";
 }
 
-Response ErrorResponse(const absl::Status& status, int http_status) {
-  Response response(static_cast<boost::beast::http::status>(http_status), 11);
-  response.set(boost::beast::http::field::content_type, "application/json");
-  response.body() = StatusJson(status);
-  return response;
-}
-
 // One HTTP stream: the transport half of a gRPC stream reactor. Lifetime: owned by itself
 // (self_) from Start until the end of its response has been written and it has left the
 // change feed and the registry.

@@ -14,6 +14,10 @@
 
 namespace feed::http {
 
+// The services the gateway serves.
+inline const std::vector<std::string> kServedServices = {"inventory.v1.InventoryService",
+                                                         "order.v1.OrderService"};
+
 struct Route {
   std::string verb;  // "GET", "POST", "PUT", "PATCH", "DELETE"
   PathTemplate path;

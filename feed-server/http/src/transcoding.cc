@@ -247,6 +247,15 @@ std::string StatusJson(const absl::Status& status) {
   return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+Response ErrorResponse(const absl::Status& status, int http_status) {
+  Response response(static_cast<boost::beast::http::status>(
+                        http_status ? http_status : HttpStatusOf(status.code())),
+                    11);
+  response.set(boost::beast::http::field::content_type, "application/json");
+  response.body() = StatusJson(status);
+  return response;
+}
+
 std::string FindStringField(const Message& message, std::string_view name) {
   const auto* descriptor = message.GetDescriptor();
   const Reflection* r = message.GetReflection();

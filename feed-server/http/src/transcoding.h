@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "google/protobuf/message.h"
+#include "http_server.h"
 #include "route_table.h"
 
 namespace feed::http {
@@ -34,6 +35,8 @@ std::string ToJson(const google::protobuf::Message& message);
 int HttpStatusOf(absl::StatusCode code);
 // {"code":3,"message":"...","details":[]}: google.rpc.Status in JSON.
 std::string StatusJson(const absl::Status& status);
+// That body as a response, with `http_status` (0: HttpStatusOf the code).
+Response ErrorResponse(const absl::Status& status, int http_status = 0);
 
 // The value of a string field at a dotted path of `message` (one level of nesting is
 // searched when the top level has no such field); empty when there is none.
