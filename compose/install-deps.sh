@@ -17,7 +17,7 @@ PACKAGES=(
   libbenchmark-dev libgtest-dev libgmock-dev
   prometheus-cpp-dev libcli11-dev nlohmann-json3-dev libgoogle-perftools-dev
   kcat curl procps default-jre-headless maven
-  libboost-dev chromium wrk
+  libboost-dev libjwt-dev libssl-dev chromium wrk
 )
 
 missing=()

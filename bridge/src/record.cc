@@ -62,7 +62,7 @@ Record BuildRecord(const events::v1::Event& event, uint64_t sequence, std::strin
     if (json) content_type = kContentTypeJson;
   }
   if (!json) r.value.assign(stored.data(), stored.size());
-  r.headers.reserve(7);
+  r.headers.reserve(8);
   r.headers.emplace_back("ce_id", event.event_id());
   r.headers.emplace_back("ce_type", event.type());
   r.headers.emplace_back("ce_source", options.ce_source);
@@ -70,6 +70,8 @@ Record BuildRecord(const events::v1::Event& event, uint64_t sequence, std::strin
   r.headers.emplace_back("ce_specversion", "1.0");
   r.headers.emplace_back("content-type", std::string(content_type));
   r.headers.emplace_back("sequence", fmt::format("{}", sequence));
+  // Who made the change (the event's `actor`): answerable without decoding the value.
+  if (!event.actor().empty()) r.headers.emplace_back("actor", event.actor());
   return r;
 }
 

@@ -181,6 +181,8 @@ OutboxWriter::OutboxWriter(storage::Store& store, std::string store_id)
 events::v1::Event OutboxWriter::MakeEvent(uint64_t seq, int keys) const {
   events::v1::Event e;
   e.set_event_id(store_id_ + "-" + std::to_string(seq));
+  // Every other event has an actor, so that both the header and its absence are checked.
+  if (seq % 2 == 0) e.set_actor("subject-" + std::to_string(seq % 5));
   e.set_sequence(seq);
   int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                        std::chrono::system_clock::now().time_since_epoch())

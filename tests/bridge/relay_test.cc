@@ -185,6 +185,7 @@ class RelayTest : public ::testing::Test {
       EXPECT_EQ(r.key, e.key()) << "seq " << seq;
       EXPECT_EQ(r.Header("ce_id"), e.event_id());
       EXPECT_EQ(r.Header("ce_type"), e.type());
+      EXPECT_EQ(r.Header("actor"), e.actor()) << "seq " << seq;
       EXPECT_EQ(r.Header("ce_source"), options_.ce_source);
       EXPECT_EQ(r.Header("ce_specversion"), "1.0");
       google::protobuf::Timestamp t;

@@ -232,7 +232,7 @@ class World {
   // before and after in *before / *after), or nullopt after checking the failure.
   template <class Req, class Resp>
   std::optional<Resp> Apply(const char* op,
-                            void (InventoryCore::*method)(Req, core::Done<Resp>, core::CancelFn),
+                            void (InventoryCore::*method)(Req, core::Done<Resp>, core::CallContext),
                             const Req& request, std::set<Key> keys, Levels* before, Levels* after);
 
   void DoAdjust(const uint8_t* data, size_t size);
@@ -393,7 +393,7 @@ void World::CheckSequence(uint64_t sequence, const char* op) {
 
 template <class Req, class Resp>
 std::optional<Resp> World::Apply(
-    const char* op, void (InventoryCore::*method)(Req, core::Done<Resp>, core::CancelFn),
+    const char* op, void (InventoryCore::*method)(Req, core::Done<Resp>, core::CallContext),
     const Req& request, std::set<Key> keys, Levels* before, Levels* after) {
   keys.insert(SeedKeys().begin(), SeedKeys().end());
   *before = Read(keys);

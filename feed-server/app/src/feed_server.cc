@@ -12,11 +12,18 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/security/tls_certificate_provider.h"
+#include "grpcpp/security/tls_credentials_options.h"
 #include "heap_stats.h"
 #include "http/gateway.h"
+#include "metrics_auth.h"
 #include "prometheus/exposer.h"
+#include "security/authorizer.h"
+#include "security/tls_files.h"
 #include "server/logging.h"
 #include "server/observability.h"
+#include "server/operations.h"
 #include "server/services.h"
 #include "state_gauges.h"
 #include "storage/rocksdb_store.h"
@@ -28,6 +35,56 @@ namespace feed::server {
 constexpr const char* kBridgeHealthName = "feed.bridge.KafkaRelay";
 
 namespace {
+
+bool IsLoopback(const std::string& address) {
+  return address.starts_with("127.") || address.starts_with("localhost:") ||
+         address.starts_with("[::1]:");
+}
+
+// gRPC's own TLS with a file watcher, on the validated copies of the files
+// (security::StagedTlsFiles): a renewed certificate (or CA) is served without a restart,
+// files that do not load keep the previous ones.
+std::shared_ptr<grpc::ServerCredentials> GrpcCredentials(const security::TlsOptions* staged) {
+  if (staged == nullptr) return grpc::InsecureServerCredentials();
+  const security::TlsOptions& tls = *staged;
+  const auto refresh_s = static_cast<unsigned>(std::max<int64_t>(1, tls.reload_interval_ms / 1000));
+  auto provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+      tls.key_file, tls.cert_file, tls.client_ca_file, refresh_s);
+  grpc::experimental::TlsServerCredentialsOptions options(provider);
+  options.watch_identity_key_cert_pairs();
+  if (tls.mutual()) {
+    options.watch_root_certs();
+    options.set_cert_request_type(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  } else {
+    options.set_cert_request_type(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  }
+  return grpc::experimental::TlsServerCredentials(options);
+}
+
+// What a start without TLS or authentication exposes, said once, loudly.
+void WarnAboutExposure(const ServerConfig& c) {
+  if (!c.auth.enabled()) {
+    ServerLog()->warn(
+        "authentication is off: anyone who reaches {}{} can read and change every SKU's stock "
+        "(set --auth-token-file or --auth-jwt-*; --require-secure refuses to start like this)",
+        c.listen, c.http.listen.empty() ? "" : " or " + c.http.listen);
+  }
+  if (!c.tls.enabled()) {
+    ServerLog()->warn(
+        "TLS is off: calls, tokens and stock travel in plaintext (set --tls-cert-file and "
+        "--tls-key-file)");
+    for (const std::string* address : {&c.listen, &c.http.listen}) {
+      if (!address->empty() && !IsLoopback(*address)) {
+        ServerLog()->warn("{} is not a loopback address and is served without TLS", *address);
+      }
+    }
+  }
+  if (!c.metrics_listen.empty() && c.metrics_basic_auth_file.empty() &&
+      !IsLoopback(c.metrics_listen)) {
+    ServerLog()->warn("metrics on {} are served to anyone (set --metrics-basic-auth-file)",
+                      c.metrics_listen);
+  }
+}
 
 // Wakes the relay when the core publishes events (on feed-publisher).
 class RelayWaker : public core::ChangeListener {
@@ -66,6 +123,9 @@ class FeedServer::Impl {
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<http::Gateway> gateway_;
   std::unique_ptr<prometheus::Exposer> exposer_;
+  std::unique_ptr<security::Authorizer> auth_;
+  std::unique_ptr<security::StagedTlsFiles> grpc_tls_files_;
+  std::unique_ptr<MetricsAuth> metrics_auth_;
   std::string address_;
 
   std::mutex mu_;
@@ -77,6 +137,18 @@ class FeedServer::Impl {
 };
 
 absl::Status FeedServer::Impl::Start() {
+  auto scopes = security::ScopeTable::FromServices(kServedServices);
+  if (!scopes.ok()) return scopes.status();
+  auto auth = security::Authorizer::Create(config_.auth, std::move(*scopes));
+  if (!auth.ok()) return auth.status();
+  auth_ = std::move(*auth);
+  if (config_.tls.enabled()) {
+    auto files = security::StagedTlsFiles::Create(config_.tls);
+    if (!files.ok()) return files.status();
+    grpc_tls_files_ = std::move(*files);
+  }
+  WarnAboutExposure(config_);
+
   storage::RocksDbOptions so = config_.storage;
   so.idempotency_retention_ms = config_.core.idempotency_retention_ms;
   so.history_expired = [retention_ms = config_.core.history_retention_ms](
@@ -106,16 +178,18 @@ absl::Status FeedServer::Impl::Start() {
   }
 
   if (config_.log_rpcs) access_log_ = std::make_unique<AccessLog>(config_.log_format == "json");
-  ServiceContext sc{core_.get(), &metrics_,         &config_,
-                    &streams_,   access_log_.get(), &bad_request_log_};
+  ServiceContext sc{core_.get(),       &metrics_,         &config_,   &streams_,
+                    access_log_.get(), &bad_request_log_, auth_.get()};
   inventory_service_ = std::make_unique<InventoryServiceImpl>(sc);
   order_service_ = std::make_unique<OrderServiceImpl>(sc);
 
   grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  if (config_.reflection) grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(config_.listen, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(config_.listen,
+                           GrpcCredentials(grpc_tls_files_ ? &grpc_tls_files_->staged() : nullptr),
+                           &port);
   builder.RegisterService(inventory_service_.get());
   builder.RegisterService(order_service_.get());
   builder.SetMaxReceiveMessageSize(config_.max_receive_message_bytes);
@@ -158,6 +232,17 @@ absl::Status FeedServer::Impl::Start() {
   if (!config_.metrics_listen.empty()) {
     try {
       exposer_ = std::make_unique<prometheus::Exposer>(config_.metrics_listen);
+      if (!config_.metrics_basic_auth_file.empty()) {
+        auto metrics_auth =
+            MetricsAuth::Create(config_.metrics_basic_auth_file, config_.auth.reload_interval_ms);
+        if (!metrics_auth.ok()) return metrics_auth.status();
+        metrics_auth_ = std::move(*metrics_auth);
+        exposer_->RegisterAuth(
+            [a = metrics_auth_.get()](const std::string& user, const std::string& password) {
+              return a->Check(user, password);
+            },
+            "feed-server metrics");
+      }
       exposer_->RegisterCollectable(metrics_.registry());
     } catch (const std::exception& e) {
       return absl::UnavailableError(
@@ -172,14 +257,17 @@ absl::Status FeedServer::Impl::Start() {
     pthread_setname_np(pthread_self(), "feed-housekeep");
     Housekeeping();
   });
+  const char* scheme = config_.tls.enabled() ? "https://" : "http://";
   ServerLog()->info(
-      "listening on {}{} (durability {}, data {}){}{}", address_,
-      gateway_ ? ", HTTP on http://" + gateway_->address() : "",
+      "listening on {}{}{} (durability {}, data {}){}{}{}", address_,
+      config_.tls.enabled() ? (config_.tls.mutual() ? " with mutual TLS" : " with TLS") : "",
+      gateway_ ? fmt::format(", HTTP on {}{}", scheme, gateway_->address()) : "",
       config_.storage.durability == storage::Durability::kSync ? "sync" : "async",
       config_.storage.path,
       config_.metrics_listen.empty() ? ""
                                      : ", metrics on http://" + config_.metrics_listen + "/metrics",
-      relay_ ? ", relaying to Kafka at " + config_.kafka.brokers : ", Kafka relay off");
+      relay_ ? ", relaying to Kafka at " + config_.kafka.brokers : ", Kafka relay off",
+      auth_->enabled() ? ", authentication on" : "");
   return absl::OkStatus();
 }
 

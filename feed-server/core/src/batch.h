@@ -47,6 +47,8 @@ struct Batch {
   absl::flat_hash_map<std::string, internal::v1::IdempotencyRecord> idempotency;
   absl::flat_hash_map<std::string, inventory::v1::Reservation> closed;
   int64_t now_ms = 0;
+  // The actor of the command being applied (CallContext::actor): set on each event it writes.
+  std::string_view actor;
   absl::Status commit_status;  // set by whoever wrote the batch, before it is completed
 };
 

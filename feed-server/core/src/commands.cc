@@ -237,6 +237,7 @@ absl::Status WriterState::DoCancelOrder(order::v1::CancelOrderRequest& r, Batch&
 }
 
 void WriterState::DoExpire(Batch& b, ExpireResult& out) {
+  b.actor = kExpiryActor;
   std::vector<std::string> due;
   for (auto it = expiry_index_.begin(); it != expiry_index_.end() && it->first <= b.now_ms &&
                                         due.size() < options_.max_expiries_per_sweep;
@@ -262,6 +263,7 @@ void WriterState::DoExpire(Batch& b, ExpireResult& out) {
       ++out.expired_orders;
     }
   }
+  b.actor = {};
 }
 
 }  // namespace feed::core

@@ -166,14 +166,17 @@ void FeedSession::ReleaseNow(const std::string& reservation_id) {
   inventory::v1::ReleaseRequest release;
   release.set_reservation_id(reservation_id);
   release.set_reason("lease ended: the Feed stream closed");
-  core_.Release(std::move(release), [reservation_id](
-                                        absl::StatusOr<inventory::v1::ReleaseResponse> r) {
-    // Already committed or released elsewhere: nothing to do.
-    if (!r.ok() && r.status().code() != absl::StatusCode::kFailedPrecondition) {
-      spdlog::warn("feed session: releasing leased hold '{}' failed: {} (its TTL still applies)",
-                   reservation_id, r.status().ToString());
-    }
-  });
+  core_.Release(
+      std::move(release),
+      [reservation_id](absl::StatusOr<inventory::v1::ReleaseResponse> r) {
+        // Already committed or released elsewhere: nothing to do.
+        if (!r.ok() && r.status().code() != absl::StatusCode::kFailedPrecondition) {
+          spdlog::warn(
+              "feed session: releasing leased hold '{}' failed: {} (its TTL still applies)",
+              reservation_id, r.status().ToString());
+        }
+      },
+      CallContext{{}, actor_});
 }
 
 }  // namespace feed::core

@@ -54,15 +54,17 @@ struct RpcCommand final : Command {
   Req request;
   uint64_t fingerprint = 0;
   Done<Resp> done;
-  CancelFn cancelled;
+  CallContext call;
   absl::StatusOr<Resp> result = absl::InternalError("command not executed");
 
   void Execute(WriterState& writer, Batch& b) override {
-    if (cancelled && cancelled()) {
+    if (call.cancelled && call.cancelled()) {
       result = absl::CancelledError("the call was cancelled or its deadline passed before it ran");
       return;
     }
+    b.actor = call.actor;
     result = writer.RunIdempotent<Req, Resp>(method, fingerprint, request, b, handler);
+    b.actor = {};
   }
   void Complete() override { std::move(done)(std::move(result)); }
   void Fail(absl::Status status) override { std::move(done)(std::move(status)); }
@@ -115,7 +117,7 @@ class InventoryCore::Impl {
 
   // Validates on the caller's thread, then queues the command for the writer.
   template <class Req, class Resp, class Validate>
-  void Submit(std::string_view method, Req request, Done<Resp> done, CancelFn cancelled,
+  void Submit(std::string_view method, Req request, Done<Resp> done, CallContext call,
               Validate validate, WriterState::Handler<Req, Resp> handler) {
     if (absl::Status s = validate(request, options_); !s.ok()) {
       std::move(done)(std::move(s));
@@ -127,7 +129,7 @@ class InventoryCore::Impl {
     if (!request.idempotency_key().empty()) command->fingerprint = Fingerprint(method, request);
     command->request = std::move(request);
     command->done = std::move(done);
-    command->cancelled = std::move(cancelled);
+    command->call = std::move(call);
     pipeline_.Enqueue(std::move(command));
   }
 
@@ -161,50 +163,50 @@ absl::StatusOr<std::unique_ptr<InventoryCore>> InventoryCore::Open(storage::Stor
 void InventoryCore::Shutdown() { impl_->pipeline_.Shutdown(); }
 
 void InventoryCore::AdjustStock(inventory::v1::AdjustStockRequest request,
-                                Done<inventory::v1::AdjustStockResponse> done, CancelFn cancelled) {
-  impl_->Submit("inventory.v1.AdjustStock", std::move(request), std::move(done),
-                std::move(cancelled), &ValidateAdjust, &WriterState::DoAdjust);
+                                Done<inventory::v1::AdjustStockResponse> done, CallContext call) {
+  impl_->Submit("inventory.v1.AdjustStock", std::move(request), std::move(done), std::move(call),
+                &ValidateAdjust, &WriterState::DoAdjust);
 }
 
 void InventoryCore::Reserve(inventory::v1::ReserveRequest request,
-                            Done<inventory::v1::ReserveResponse> done, CancelFn cancelled) {
-  impl_->Submit("inventory.v1.Reserve", std::move(request), std::move(done), std::move(cancelled),
+                            Done<inventory::v1::ReserveResponse> done, CallContext call) {
+  impl_->Submit("inventory.v1.Reserve", std::move(request), std::move(done), std::move(call),
                 &ValidateReserve, &WriterState::DoReserve);
 }
 
 void InventoryCore::Commit(inventory::v1::CommitRequest request,
-                           Done<inventory::v1::CommitResponse> done, CancelFn cancelled) {
-  impl_->Submit("inventory.v1.Commit", std::move(request), std::move(done), std::move(cancelled),
+                           Done<inventory::v1::CommitResponse> done, CallContext call) {
+  impl_->Submit("inventory.v1.Commit", std::move(request), std::move(done), std::move(call),
                 &ValidateCommit, &WriterState::DoCommit);
 }
 
 void InventoryCore::Release(inventory::v1::ReleaseRequest request,
-                            Done<inventory::v1::ReleaseResponse> done, CancelFn cancelled) {
-  impl_->Submit("inventory.v1.Release", std::move(request), std::move(done), std::move(cancelled),
+                            Done<inventory::v1::ReleaseResponse> done, CallContext call) {
+  impl_->Submit("inventory.v1.Release", std::move(request), std::move(done), std::move(call),
                 &ValidateRelease, &WriterState::DoRelease);
 }
 
 void InventoryCore::CreateOrder(order::v1::CreateOrderRequest request,
-                                Done<order::v1::CreateOrderResponse> done, CancelFn cancelled) {
-  impl_->Submit("order.v1.CreateOrder", std::move(request), std::move(done), std::move(cancelled),
+                                Done<order::v1::CreateOrderResponse> done, CallContext call) {
+  impl_->Submit("order.v1.CreateOrder", std::move(request), std::move(done), std::move(call),
                 &ValidateCreateOrder, &WriterState::DoCreateOrder);
 }
 
 void InventoryCore::PayOrder(order::v1::PayOrderRequest request,
-                             Done<order::v1::OrderResponse> done, CancelFn cancelled) {
-  impl_->Submit("order.v1.PayOrder", std::move(request), std::move(done), std::move(cancelled),
+                             Done<order::v1::OrderResponse> done, CallContext call) {
+  impl_->Submit("order.v1.PayOrder", std::move(request), std::move(done), std::move(call),
                 &ValidatePayOrder, &WriterState::DoPayOrder);
 }
 
 void InventoryCore::AdvanceOrder(order::v1::AdvanceOrderRequest request,
-                                 Done<order::v1::OrderResponse> done, CancelFn cancelled) {
-  impl_->Submit("order.v1.AdvanceOrder", std::move(request), std::move(done), std::move(cancelled),
+                                 Done<order::v1::OrderResponse> done, CallContext call) {
+  impl_->Submit("order.v1.AdvanceOrder", std::move(request), std::move(done), std::move(call),
                 &ValidateAdvanceOrder, &WriterState::DoAdvanceOrder);
 }
 
 void InventoryCore::CancelOrder(order::v1::CancelOrderRequest request,
-                                Done<order::v1::OrderResponse> done, CancelFn cancelled) {
-  impl_->Submit("order.v1.CancelOrder", std::move(request), std::move(done), std::move(cancelled),
+                                Done<order::v1::OrderResponse> done, CallContext call) {
+  impl_->Submit("order.v1.CancelOrder", std::move(request), std::move(done), std::move(call),
                 &ValidateCancelOrder, &WriterState::DoCancelOrder);
 }
 

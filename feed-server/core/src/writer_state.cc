@@ -76,6 +76,7 @@ Event* WriterState::NewEvent(Batch& b, std::string_view type, std::string key) {
   e->set_type(std::string(type));
   *e->mutable_occurred_at() = google::protobuf::util::TimeUtil::MillisecondsToTimestamp(b.now_ms);
   e->set_key(std::move(key));
+  if (!b.actor.empty()) e->set_actor(std::string(b.actor));
   b.events.push_back(e);
   return e.get();
 }

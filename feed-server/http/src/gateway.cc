@@ -4,6 +4,7 @@
 // translated, everything else is the core's.
 #include "http/gateway.h"
 
+#include <cctype>
 #include <chrono>
 #include <fstream>
 #include <sstream>
@@ -13,10 +14,13 @@
 #include "http_observability.h"
 #include "http_server.h"
 #include "http_streams.h"
+#include "nlohmann/json.hpp"
 #include "route_table.h"
+#include "security/authorizer.h"
 #include "server/logging.h"
 #include "server/operations.h"
 #include "text.h"
+#include "tls_context.h"
 #include "transcoding.h"
 
 namespace feed::http {
@@ -55,6 +59,56 @@ bool ReadFile(const std::string& path, std::string* out) {
   return true;
 }
 
+// The generated OpenAPI document with what security adds: a bearer security definition,
+// and on each operation its security requirement, its scope (x-required-scope, from the
+// same ScopeTable the calls are checked against) and the 401/403/429 answers.
+std::string WithSecurity(const std::string& document, const security::ScopeTable& scopes) {
+  nlohmann::json doc = nlohmann::json::parse(document, nullptr, /*allow_exceptions=*/false);
+  if (!doc.is_object()) return document;
+  std::map<std::string, std::string> by_operation_id;  // "InventoryService_Reserve" -> scope
+  for (const auto& [method, scope] : scopes.entries()) {
+    auto slash = method.find('/');
+    auto dot = method.rfind('.', slash);
+    by_operation_id[method.substr(dot + 1, slash - dot - 1) + "_" + method.substr(slash + 1)] =
+        scope;
+  }
+  doc["securityDefinitions"]["bearer"] = {
+      {"type", "apiKey"},
+      {"name", "Authorization"},
+      {"in", "header"},
+      {"description",
+       "`Bearer <token>`: a signed JWT or a static token. Each operation requires one scope "
+       "(x-required-scope); the token must carry it (`scope` or `scp` claim)."}};
+  const nlohmann::json status_schema = {{"$ref", "#/definitions/rpcStatus"}};
+  for (auto& [path, item] : doc["paths"].items()) {
+    for (auto& [verb, operation] : item.items()) {
+      auto id = operation.find("operationId");
+      if (id == operation.end() || !id->is_string()) continue;
+      // Additional bindings get a numbered id ("InventoryService_GetStock2").
+      std::string op_id = id->get<std::string>();
+      auto scope = by_operation_id.find(op_id);
+      while (scope == by_operation_id.end() && !op_id.empty() && std::isdigit(op_id.back())) {
+        op_id.pop_back();
+        scope = by_operation_id.find(op_id);
+      }
+      if (scope == by_operation_id.end()) continue;
+      operation["security"] = nlohmann::json::array({{{"bearer", nlohmann::json::array()}}});
+      operation["x-required-scope"] = scope->second;
+      std::string description = operation.value("description", "");
+      operation["description"] = description + (description.empty() ? "" : "\n\n") +
+                                 "Requires scope `" + scope->second + "`.";
+      auto& responses = operation["responses"];
+      responses["401"] = {{"description", "missing or invalid credentials"},
+                          {"schema", status_schema}};
+      responses["403"] = {{"description", "the token lacks scope " + scope->second},
+                          {"schema", status_schema}};
+      responses["429"] = {{"description", "over the subject's rate limit"},
+                          {"schema", status_schema}};
+    }
+  }
+  return doc.dump(2);
+}
+
 class GatewayImpl final : public Gateway {
  public:
   GatewayImpl(const HttpOptions& options, const server::ServiceContext& context,
@@ -68,6 +122,12 @@ class GatewayImpl final : public Gateway {
                         : nullptr) {}
 
   absl::Status Listen() {
+    if (!options_.openapi_file.empty()) {
+      std::string document;
+      if (ReadFile(options_.openapi_file, &document)) {
+        openapi_ = WithSecurity(document, context_.auth->scopes());
+      }
+    }
     ServerLimits limits;
     limits.max_header_bytes = options_.max_header_bytes;
     limits.max_body_bytes = options_.max_body_bytes;
@@ -84,6 +144,15 @@ class GatewayImpl final : public Gateway {
       server::ServerLog()->debug("http: answered {} to {}: {}", status, peer, reason);
     };
     hooks.connections = [this](int delta) { metrics_.Connections(delta); };
+    if (context_.config->tls.enabled()) {
+      auto tls = TlsContextSource::Create(context_.config->tls);
+      if (!tls.ok()) return tls.status();
+      tls_ = std::move(*tls);
+      hooks.tls_context = [this] { return tls_->Current(); };
+      hooks.tls_failed = [](std::string_view peer, std::string_view reason) {
+        server::ServerLog()->debug("http: TLS handshake with {} failed: {}", peer, reason);
+      };
+    }
     auto server = HttpServer::Start(options_.listen, options_.threads, limits, std::move(hooks));
     if (!server.ok()) return server.status();
     server_ = std::move(*server);
@@ -102,12 +171,15 @@ class GatewayImpl final : public Gateway {
     std::string path;
     std::string route;
     std::string peer;
+    std::string subject;
     Clock::time_point start = Clock::now();
   };
   void Finish(const Record& r, int status, size_t bytes) {
     double seconds = std::chrono::duration<double>(Clock::now() - r.start).count();
     metrics_.Record(r.route, status, seconds);
-    if (access_log_) access_log_->Write(r.method, r.path, status, seconds, bytes, r.peer);
+    if (access_log_) {
+      access_log_->Write(r.method, r.path, status, seconds, bytes, r.peer, r.subject);
+    }
   }
 
   void Reply(const std::shared_ptr<Exchange>& exchange, const Record& record, Response response) {
@@ -153,6 +225,22 @@ class GatewayImpl final : public Gateway {
     }
     record.route = route->label;
 
+    auto authorization = request[bhttp::field::authorization];
+    security::Decision decision = context_.auth->Authorize(
+        route->grpc_method, std::string_view(authorization.data(), authorization.size()),
+        exchange->tls_identity());
+    if (!decision.status.ok()) {
+      Response response = ErrorResponse(decision.status);
+      if (!decision.challenge.empty()) {
+        response.set(bhttp::field::www_authenticate, decision.challenge);
+      }
+      if (decision.retry_after_s > 0) {
+        response.set(bhttp::field::retry_after, std::to_string(decision.retry_after_s));
+      }
+      return Reply(exchange, record, std::move(response));
+    }
+    record.subject = decision.principal.subject;
+
     std::string_view body(request.body());
     auto content_type = request[bhttp::field::content_type];
     std::string_view type(content_type.data(), content_type.size());
@@ -184,6 +272,7 @@ class GatewayImpl final : public Gateway {
           absl::UnimplementedError(fmt::format("{} has no operation", route.grpc_method)));
     }
     server::CallOptions call;
+    call.actor = record.subject;
     if (auto it = exchange->request().find("Idempotency-Key"); it != exchange->request().end()) {
       call.idempotency_key = std::string(it->value());
     }
@@ -250,9 +339,12 @@ class GatewayImpl final : public Gateway {
       Reply(exchange, record, std::move(response));
       return true;
     }
-    if (path == "/openapi.json" && !options_.openapi_file.empty()) {
+    if (path == "/openapi.json" && !openapi_.empty()) {
       record.route = "GET /openapi.json";
-      ServeFile(exchange, record, options_.openapi_file, "application/json");
+      Response response(bhttp::status::ok, 11);
+      response.set(bhttp::field::content_type, "application/json");
+      response.body() = openapi_;
+      Reply(exchange, record, std::move(response));
       return true;
     }
     if (options_.swagger_ui_dir.empty() || !path.starts_with("/swaggerui")) return false;
@@ -305,6 +397,8 @@ class GatewayImpl final : public Gateway {
   const RouteTable routes_;
   HttpMetrics metrics_;
   std::unique_ptr<HttpAccessLog> access_log_;
+  std::string openapi_;  // the served document (WithSecurity)
+  std::unique_ptr<TlsContextSource> tls_;
   std::unique_ptr<HttpServer> server_;
 };
 

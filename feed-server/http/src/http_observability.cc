@@ -1,7 +1,7 @@
 #include "http_observability.h"
 
 #include "common/module_logger.h"
-#include "nlohmann/json.hpp"
+#include "server/observability.h"
 
 namespace feed::http {
 
@@ -46,17 +46,16 @@ void HttpMetrics::Record(std::string_view route, int status, double seconds) {
 HttpAccessLog::HttpAccessLog(bool json) : logger_(ModuleLogger("http")), json_(json) {}
 
 void HttpAccessLog::Write(std::string_view method, std::string_view path, int status,
-                          double seconds, size_t bytes, std::string_view peer) const {
-  auto duration_us = static_cast<int64_t>(seconds * 1e6);
-  if (json_) {
-    nlohmann::json fields = {{"method", method},           {"path", path},   {"status", status},
-                             {"duration_us", duration_us}, {"bytes", bytes}, {"peer", peer}};
-    std::string line = fields.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-    logger_->info("{}", std::string_view(line).substr(1, line.size() - 2));
-    return;
-  }
-  logger_->info("method={} path={} status={} duration_us={} bytes={} peer={}", method, path, status,
-                duration_us, bytes, peer);
+                          double seconds, size_t bytes, std::string_view peer,
+                          std::string_view subject) const {
+  std::vector<server::AccessField> fields = {{"method", method},
+                                             {"path", path},
+                                             {"status", int64_t{status}},
+                                             {"duration_us", static_cast<int64_t>(seconds * 1e6)},
+                                             {"bytes", static_cast<int64_t>(bytes)},
+                                             {"peer", peer}};
+  if (!subject.empty()) fields.emplace_back("subject", subject);
+  server::WriteAccessLine(*logger_, json_, fields);
 }
 
 }  // namespace feed::http

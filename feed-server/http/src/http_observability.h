@@ -34,8 +34,9 @@ class HttpMetrics {
 class HttpAccessLog {
  public:
   explicit HttpAccessLog(bool json);
+  // `subject`: the authenticated caller, empty when there is none.
   void Write(std::string_view method, std::string_view path, int status, double seconds,
-             size_t bytes, std::string_view peer) const;
+             size_t bytes, std::string_view peer, std::string_view subject = {}) const;
 
  private:
   std::shared_ptr<spdlog::logger> logger_;

@@ -15,12 +15,15 @@
 #include "boost/asio/io_context.hpp"
 #include "boost/asio/ip/tcp.hpp"
 #include "boost/asio/post.hpp"
+#include "boost/asio/ssl.hpp"
 #include "boost/asio/steady_timer.hpp"
 #include "boost/asio/strand.hpp"
 #include "boost/asio/write.hpp"
 #include "boost/beast/core.hpp"
 #include "boost/beast/http.hpp"
+#include "boost/beast/ssl.hpp"
 #include "fmt/format.h"
+#include "security/peer_identity.h"
 
 namespace feed::http {
 
@@ -32,29 +35,55 @@ namespace net = boost::asio;
 using tcp = net::ip::tcp;
 
 class ServerImpl;
+using PlainStream = beast::tcp_stream;
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 
-// One connection: reads a request, hands it to the handler, writes its response (or its
-// stream), then reads the next one. Everything runs on the connection's strand.
-class Session : public std::enable_shared_from_this<Session> {
+// What the server and an exchange see of a connection, plaintext or TLS.
+class SessionBase {
  public:
-  Session(tcp::socket socket, ServerImpl* server);
-  ~Session();
-
-  void Start(bool reject);
+  virtual ~SessionBase() = default;
+  virtual void Start(bool reject) = 0;
   // From the server's shutdown: idle connections close now, busy ones after their response.
-  void Drain();
-  void Close();
+  virtual void Drain() = 0;
+  virtual void Close() = 0;
 
   // Exchange and stream support; each posts to the strand.
-  void Respond(Response response);
-  void StartStream(Response head, StreamOptions options);
-  void WriteChunk(std::string chunk, std::function<void(bool)> done);
-  void EndStream(std::string last_chunk, std::function<void()> after);
+  virtual void Respond(Response response) = 0;
+  virtual void StartStream(Response head, StreamOptions options) = 0;
+  virtual void WriteChunk(std::string chunk, std::function<void(bool)> done) = 0;
+  virtual void EndStream(std::string last_chunk, std::function<void()> after) = 0;
 
   const Request& request() const { return request_; }
   const std::string& peer() const { return peer_; }
+  const std::string& tls_identity() const { return tls_identity_; }
+
+ protected:
+  std::string peer_;
+  std::string tls_identity_;
+  Request request_;
+};
+
+// One connection: (for TLS, the handshake first) reads a request, hands it to the handler,
+// writes its response (or its stream), then reads the next one. Everything runs on the
+// connection's strand.
+template <class Stream>
+class Session final : public SessionBase, public std::enable_shared_from_this<Session<Stream>> {
+ public:
+  // `tls`: the TLS context of the moment (kept alive by the connection); null for plaintext.
+  Session(tcp::socket socket, ServerImpl* server, std::shared_ptr<net::ssl::context> tls);
+  ~Session() override;
+
+  void Start(bool reject) override;
+  void Drain() override;
+  void Close() override;
+  void Respond(Response response) override;
+  void StartStream(Response head, StreamOptions options) override;
+  void WriteChunk(std::string chunk, std::function<void(bool)> done) override;
+  void EndStream(std::string last_chunk, std::function<void()> after) override;
 
  private:
+  auto& lowest() { return beast::get_lowest_layer(stream_); }
+  void Handshake();
   void ReadHeader();
   void OnHeader(beast::error_code ec);
   void OnRequest(beast::error_code ec);
@@ -74,12 +103,11 @@ class Session : public std::enable_shared_from_this<Session> {
   // On the strand.
   void CloseNow();
 
-  beast::tcp_stream stream_;
+  std::shared_ptr<net::ssl::context> tls_;  // before stream_, which refers to it
+  Stream stream_;
   ServerImpl* server_;
-  std::string peer_;
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
-  Request request_;
   bool busy_ = false;      // a request is being answered
   bool draining_ = false;  // close after the response in flight
   bool closed_ = false;
@@ -97,10 +125,11 @@ class ExchangeImpl final : public Exchange,
                            public StreamWriter,
                            public std::enable_shared_from_this<ExchangeImpl> {
  public:
-  explicit ExchangeImpl(std::shared_ptr<Session> session) : session_(std::move(session)) {}
+  explicit ExchangeImpl(std::shared_ptr<SessionBase> session) : session_(std::move(session)) {}
 
   const Request& request() const override { return session_->request(); }
   const std::string& peer() const override { return session_->peer(); }
+  const std::string& tls_identity() const override { return session_->tls_identity(); }
   void Respond(Response response) override {
     if (answered_.exchange(true)) return;
     session_->Respond(std::move(response));
@@ -116,7 +145,7 @@ class ExchangeImpl final : public Exchange,
   void Abort() override { session_->Close(); }
 
  private:
-  std::shared_ptr<Session> session_;
+  std::shared_ptr<SessionBase> session_;
   std::atomic<bool> answered_{false};
   std::atomic<bool> ended_{false};
 };
@@ -137,11 +166,11 @@ class ServerImpl final : public HttpServer {
 
   const ServerLimits& limits() const { return limits_; }
   const ServerHooks& hooks() const { return hooks_; }
-  void Added(Session* s, const std::shared_ptr<Session>& session) {
+  void Added(SessionBase* s, const std::shared_ptr<SessionBase>& session) {
     std::lock_guard lock(mu_);
     sessions_[s] = session;
   }
-  void Removed(Session* s) {
+  void Removed(SessionBase* s) {
     std::lock_guard lock(mu_);
     sessions_.erase(s);
     cv_.notify_all();
@@ -159,28 +188,44 @@ class ServerImpl final : public HttpServer {
   std::string address_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::unordered_map<Session*, std::weak_ptr<Session>> sessions_;
+  std::unordered_map<SessionBase*, std::weak_ptr<SessionBase>> sessions_;
   bool shut_down_ = false;
 };
 
 // --- Session ---------------------------------------------------------------------------
 
-Session::Session(tcp::socket socket, ServerImpl* server)
-    : stream_(std::move(socket)), server_(server), heartbeat_(stream_.get_executor()) {
+template <class Stream>
+Stream MakeStream(tcp::socket socket, net::ssl::context* tls) {
+  if constexpr (std::is_same_v<Stream, TlsStream>) {
+    return Stream(std::move(socket), *tls);
+  } else {
+    return Stream(std::move(socket));
+  }
+}
+
+template <class Stream>
+Session<Stream>::Session(tcp::socket socket, ServerImpl* server,
+                         std::shared_ptr<net::ssl::context> tls)
+    : tls_(std::move(tls)),
+      stream_(MakeStream<Stream>(std::move(socket), tls_.get())),
+      server_(server),
+      heartbeat_(stream_.get_executor()) {
   beast::error_code ec;
-  auto endpoint = stream_.socket().remote_endpoint(ec);
+  auto endpoint = lowest().socket().remote_endpoint(ec);
   peer_ = ec ? "unknown" : fmt::format("{}:{}", endpoint.address().to_string(), endpoint.port());
   if (server_->hooks().connections) server_->hooks().connections(+1);
 }
 
-Session::~Session() {
+template <class Stream>
+Session<Stream>::~Session() {
   if (server_->hooks().connections) server_->hooks().connections(-1);
   server_->Removed(this);
 }
 
-void Session::Start(bool reject) {
-  server_->Added(this, shared_from_this());
-  net::dispatch(stream_.get_executor(), [self = shared_from_this(), reject] {
+template <class Stream>
+void Session<Stream>::Start(bool reject) {
+  server_->Added(this, this->shared_from_this());
+  net::dispatch(stream_.get_executor(), [self = this->shared_from_this(), reject] {
     if (reject) {
       self->keep_alive_ = false;
       self->busy_ = true;
@@ -190,60 +235,95 @@ void Session::Start(bool reject) {
                                       self->server_->limits().max_connections)));
       return;
     }
-    self->ReadHeader();
+    if constexpr (std::is_same_v<Stream, TlsStream>) {
+      self->Handshake();
+    } else {
+      self->ReadHeader();
+    }
   });
 }
 
-void Session::Drain() {
-  net::post(stream_.get_executor(), [self = shared_from_this()] {
+// A client that does not finish the handshake within the read timeout is closed; so is one
+// whose certificate the context refuses (mTLS).
+template <class Stream>
+void Session<Stream>::Handshake() {
+  if constexpr (std::is_same_v<Stream, TlsStream>) {
+    lowest().expires_after(server_->limits().read_timeout);
+    stream_.async_handshake(
+        net::ssl::stream_base::server, [self = this->shared_from_this()](beast::error_code ec) {
+          if (ec) {
+            if (self->server_->hooks().tls_failed) {
+              self->server_->hooks().tls_failed(self->peer_, ec.message());
+            }
+            return self->CloseNow();
+          }
+          X509* cert = SSL_get1_peer_certificate(self->stream_.native_handle());
+          if (cert != nullptr) {
+            self->tls_identity_ = security::PeerIdentity(security::NamesOfCertificate(cert));
+            X509_free(cert);
+          }
+          self->ReadHeader();
+        });
+  }
+}
+
+template <class Stream>
+void Session<Stream>::Drain() {
+  net::post(stream_.get_executor(), [self = this->shared_from_this()] {
     self->draining_ = true;
     if (!self->busy_) self->Close();
   });
 }
 
-void Session::Close() {
-  net::post(stream_.get_executor(), [self = shared_from_this()] { self->CloseNow(); });
+template <class Stream>
+void Session<Stream>::Close() {
+  net::post(stream_.get_executor(), [self = this->shared_from_this()] { self->CloseNow(); });
 }
 
-void Session::CloseNow() {
+template <class Stream>
+void Session<Stream>::CloseNow() {
   if (closed_) return;
   closed_ = true;
   heartbeat_.cancel();
   beast::error_code ec;
-  stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
-  stream_.close();
+  lowest().socket().shutdown(tcp::socket::shutdown_both, ec);
+  lowest().close();
 }
 
-void Session::ReadHeader() {
+template <class Stream>
+void Session<Stream>::ReadHeader() {
   if (draining_ || closed_) return Close();
   parser_.emplace();
   parser_->header_limit(static_cast<uint32_t>(server_->limits().max_header_bytes));
   parser_->body_limit(server_->limits().max_body_bytes);
-  stream_.expires_after(server_->limits().idle_timeout);
+  lowest().expires_after(server_->limits().idle_timeout);
   bhttp::async_read_header(
       stream_, buffer_, *parser_,
-      [self = shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
+      [self = this->shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
 }
 
-void Session::OnHeader(beast::error_code ec) {
+template <class Stream>
+void Session<Stream>::OnHeader(beast::error_code ec) {
   if (ec) return RejectRead(ec);
-  stream_.expires_after(server_->limits().read_timeout);
+  lowest().expires_after(server_->limits().read_timeout);
   bhttp::async_read(
       stream_, buffer_, *parser_,
-      [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRequest(ec); });
+      [self = this->shared_from_this()](beast::error_code ec, size_t) { self->OnRequest(ec); });
 }
 
-void Session::OnRequest(beast::error_code ec) {
+template <class Stream>
+void Session<Stream>::OnRequest(beast::error_code ec) {
   if (ec) return RejectRead(ec);
-  stream_.expires_never();
+  lowest().expires_never();
   request_ = parser_->release();
   keep_alive_ = request_.keep_alive();
   busy_ = true;
-  server_->hooks().handle(std::make_shared<ExchangeImpl>(shared_from_this()));
+  server_->hooks().handle(std::make_shared<ExchangeImpl>(this->shared_from_this()));
 }
 
 // A request that could not be read: answered when there is something to say, else closed.
-void Session::RejectRead(beast::error_code ec) {
+template <class Stream>
+void Session<Stream>::RejectRead(beast::error_code ec) {
   keep_alive_ = false;
   busy_ = true;
   if (ec == bhttp::error::end_of_stream || ec == net::error::eof ||
@@ -269,7 +349,8 @@ void Session::RejectRead(beast::error_code ec) {
             absl::InvalidArgumentError(fmt::format("malformed HTTP request: {}", ec.message())));
 }
 
-void Session::SendError(bhttp::status status, const absl::Status& why) {
+template <class Stream>
+void Session<Stream>::SendError(bhttp::status status, const absl::Status& why) {
   if (server_->hooks().rejected) {
     server_->hooks().rejected(static_cast<int>(status),
                               std::string_view(why.message().data(), why.message().size()), peer_);
@@ -280,32 +361,36 @@ void Session::SendError(bhttp::status status, const absl::Status& why) {
   WriteResponse(std::move(response));
 }
 
-void Session::Respond(Response response) {
+template <class Stream>
+void Session<Stream>::Respond(Response response) {
   net::post(stream_.get_executor(),
-            [self = shared_from_this(), r = std::make_shared<Response>(std::move(response))] {
+            [self = this->shared_from_this(), r = std::make_shared<Response>(std::move(response))] {
               self->WriteResponse(r);
             });
 }
 
-void Session::WriteResponse(std::shared_ptr<Response> response) {
+template <class Stream>
+void Session<Stream>::WriteResponse(std::shared_ptr<Response> response) {
   if (closed_) return;
   response->keep_alive(keep_alive_ && !draining_);
   response->prepare_payload();
-  stream_.expires_after(server_->limits().write_timeout);
+  lowest().expires_after(server_->limits().write_timeout);
   bhttp::async_write(stream_, *response,
-                     [self = shared_from_this(), response](beast::error_code ec, size_t) {
+                     [self = this->shared_from_this(), response](beast::error_code ec, size_t) {
                        self->AfterResponse(!ec);
                      });
 }
 
-void Session::AfterResponse(bool ok) {
+template <class Stream>
+void Session<Stream>::AfterResponse(bool ok) {
   busy_ = false;
   if (!ok || !keep_alive_ || draining_) return Close();
   ReadHeader();
 }
 
-void Session::StartStream(Response head, StreamOptions options) {
-  net::post(stream_.get_executor(), [self = shared_from_this(),
+template <class Stream>
+void Session<Stream>::StartStream(Response head, StreamOptions options) {
+  net::post(stream_.get_executor(), [self = this->shared_from_this(),
                                      h = std::make_shared<Response>(std::move(head)),
                                      options = std::move(options)]() mutable {
     if (self->closed_) return;
@@ -316,7 +401,7 @@ void Session::StartStream(Response head, StreamOptions options) {
     self->stream_head_->chunked(true);
     self->stream_serializer_ =
         std::make_shared<bhttp::response_serializer<bhttp::empty_body>>(*self->stream_head_);
-    self->stream_.expires_after(self->server_->limits().write_timeout);
+    self->lowest().expires_after(self->server_->limits().write_timeout);
     self->stream_writing_ = true;
     bhttp::async_write_header(
         self->stream_, *self->stream_serializer_, [self](beast::error_code ec, size_t) {
@@ -325,29 +410,32 @@ void Session::StartStream(Response head, StreamOptions options) {
   });
 }
 
-void Session::WriteChunk(std::string chunk, std::function<void(bool)> done) {
-  net::post(stream_.get_executor(),
-            [self = shared_from_this(), data = std::make_shared<std::string>(std::move(chunk)),
-             done = std::move(done)]() mutable {
-              if (self->closed_) return done(false);
-              self->stream_out_.push_back({StreamOut::Kind::kChunk, data, std::move(done)});
-              self->FlushStream();
-            });
+template <class Stream>
+void Session<Stream>::WriteChunk(std::string chunk, std::function<void(bool)> done) {
+  net::post(stream_.get_executor(), [self = this->shared_from_this(),
+                                     data = std::make_shared<std::string>(std::move(chunk)),
+                                     done = std::move(done)]() mutable {
+    if (self->closed_) return done(false);
+    self->stream_out_.push_back({StreamOut::Kind::kChunk, data, std::move(done)});
+    self->FlushStream();
+  });
 }
 
-void Session::EndStream(std::string last_chunk, std::function<void()> after) {
-  net::post(stream_.get_executor(),
-            [self = shared_from_this(), data = std::make_shared<std::string>(std::move(last_chunk)),
-             after = std::move(after)]() mutable {
-              if (self->closed_) return after();
-              self->stream_out_.push_back(
-                  {StreamOut::Kind::kLast, data, [after = std::move(after)](bool) { after(); }});
-              self->FlushStream();
-            });
+template <class Stream>
+void Session<Stream>::EndStream(std::string last_chunk, std::function<void()> after) {
+  net::post(stream_.get_executor(), [self = this->shared_from_this(),
+                                     data = std::make_shared<std::string>(std::move(last_chunk)),
+                                     after = std::move(after)]() mutable {
+    if (self->closed_) return after();
+    self->stream_out_.push_back(
+        {StreamOut::Kind::kLast, data, [after = std::move(after)](bool) { after(); }});
+    self->FlushStream();
+  });
 }
 
 // Starts the next stream write unless one is in flight.
-void Session::FlushStream() {
+template <class Stream>
+void Session<Stream>::FlushStream() {
   if (stream_writing_ || stream_out_.empty()) return;
   if (closed_) {
     auto pending = std::move(stream_out_);
@@ -360,11 +448,11 @@ void Session::FlushStream() {
   StreamOut item = std::move(stream_out_.front());
   stream_out_.pop_front();
   stream_writing_ = true;
-  stream_.expires_after(server_->limits().write_timeout);
+  lowest().expires_after(server_->limits().write_timeout);
   auto data = item.data;
   const auto kind = item.kind;
-  auto written = [self = shared_from_this(), item = std::move(item)](beast::error_code ec,
-                                                                     size_t) mutable {
+  auto written = [self = this->shared_from_this(), item = std::move(item)](beast::error_code ec,
+                                                                           size_t) mutable {
     self->OnStreamWritten(std::move(item), ec);
   };
   if (kind != StreamOut::Kind::kLast) {
@@ -373,7 +461,7 @@ void Session::FlushStream() {
     net::async_write(stream_, bhttp::make_chunk_last(), std::move(written));
   } else {
     net::async_write(stream_, bhttp::make_chunk(net::buffer(*data)),
-                     [self = shared_from_this(), data, written = std::move(written)](
+                     [self = this->shared_from_this(), data, written = std::move(written)](
                          beast::error_code ec, size_t n) mutable {
                        if (ec) return written(ec, n);
                        net::async_write(self->stream_, bhttp::make_chunk_last(),
@@ -382,7 +470,8 @@ void Session::FlushStream() {
   }
 }
 
-void Session::OnStreamWritten(StreamOut item, beast::error_code ec) {
+template <class Stream>
+void Session<Stream>::OnStreamWritten(StreamOut item, beast::error_code ec) {
   stream_writing_ = false;
   if (item.kind == StreamOut::Kind::kLast) {
     heartbeat_.cancel();
@@ -414,13 +503,14 @@ void Session::OnStreamWritten(StreamOut item, beast::error_code ec) {
 
 // After each write the next heartbeat is due one period later; it is written only if the
 // stream has had nothing else to send meanwhile.
-void Session::ArmHeartbeat() {
+template <class Stream>
+void Session<Stream>::ArmHeartbeat() {
   if (stream_options_.heartbeat_chunk.empty() || stream_options_.heartbeat_period.count() <= 0 ||
       !stream_serializer_ || closed_) {
     return;
   }
   heartbeat_.expires_after(stream_options_.heartbeat_period);
-  heartbeat_.async_wait([self = shared_from_this()](beast::error_code ec) {
+  heartbeat_.async_wait([self = this->shared_from_this()](beast::error_code ec) {
     if (ec || self->closed_ || !self->stream_serializer_) return;
     if (self->stream_writing_ || !self->stream_out_.empty()) return;  // traffic re-arms it
     self->stream_out_.push_back(
@@ -494,7 +584,13 @@ void ServerImpl::Accept() {
       std::lock_guard lock(mu_);
       open = sessions_.size();
     }
-    std::make_shared<Session>(std::move(socket), this)->Start(open >= limits_.max_connections);
+    const bool reject = open >= limits_.max_connections;
+    if (hooks_.tls_context) {
+      std::make_shared<Session<TlsStream>>(std::move(socket), this, hooks_.tls_context())
+          ->Start(reject);
+    } else {
+      std::make_shared<Session<PlainStream>>(std::move(socket), this, nullptr)->Start(reject);
+    }
     Accept();
   });
 }
@@ -510,7 +606,7 @@ void ServerImpl::Shutdown(std::chrono::milliseconds grace) {
     acceptor_.close(ec);
   });
   auto each = [this](auto fn) {
-    std::vector<std::shared_ptr<Session>> live;
+    std::vector<std::shared_ptr<SessionBase>> live;
     {
       std::lock_guard lock(mu_);
       for (auto& [ptr, weak] : sessions_) {
@@ -519,12 +615,12 @@ void ServerImpl::Shutdown(std::chrono::milliseconds grace) {
     }
     for (auto& s : live) fn(*s);
   };
-  each([](Session& s) { s.Drain(); });
+  each([](SessionBase& s) { s.Drain(); });
   {
     std::unique_lock lock(mu_);
     cv_.wait_for(lock, grace, [this] { return sessions_.empty(); });
   }
-  each([](Session& s) { s.Close(); });
+  each([](SessionBase& s) { s.Close(); });
   {
     std::unique_lock lock(mu_);
     cv_.wait_for(lock, std::chrono::seconds(2), [this] { return sessions_.empty(); });

@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "boost/asio/ssl/context.hpp"
 #include "boost/beast/http/message.hpp"
 #include "boost/beast/http/string_body.hpp"
 
@@ -66,6 +67,9 @@ class Exchange {
   virtual ~Exchange() = default;
   virtual const Request& request() const = 0;
   virtual const std::string& peer() const = 0;
+  // The verified client certificate's identity (security/peer_identity.h); empty without
+  // mutual TLS.
+  virtual const std::string& tls_identity() const = 0;
   virtual void Respond(Response response) = 0;
   // Sends `head` (status and headers; chunked) and returns the writer of the body.
   virtual std::shared_ptr<StreamWriter> StartStream(Response head, StreamOptions options = {}) = 0;
@@ -79,6 +83,11 @@ struct ServerHooks {
   std::function<void(int status, std::string_view reason, std::string_view peer)> rejected;
   // Open connections changed by +1 / -1.
   std::function<void(int delta)> connections;
+  // Set: every connection is TLS, with the context this returns at its accept (so a
+  // reloaded certificate serves new connections). Null: plaintext.
+  std::function<std::shared_ptr<boost::asio::ssl::context>()> tls_context;
+  // A TLS handshake failed: peer, reason.
+  std::function<void(std::string_view peer, std::string_view reason)> tls_failed;
 };
 
 class HttpServer {

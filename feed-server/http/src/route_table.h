@@ -11,12 +11,11 @@
 #include "absl/status/statusor.h"
 #include "google/protobuf/descriptor.h"
 #include "path_template.h"
+#include "server/operations.h"
 
 namespace feed::http {
 
-// The services the gateway serves.
-inline const std::vector<std::string> kServedServices = {"inventory.v1.InventoryService",
-                                                         "order.v1.OrderService"};
+using server::kServedServices;
 
 struct Route {
   std::string verb;  // "GET", "POST", "PUT", "PATCH", "DELETE"

@@ -245,6 +245,60 @@ absl::StatusOr<ParseResult> ParseServerConfig(int argc, char** argv) {
                      "OpenAPI document served at /openapi.json (empty: off)"),
       "FEED_HTTP_OPENAPI_FILE");
 
+  auto& t = c.tls;
+  auto& a = c.auth;
+  env(app.add_option("--tls-cert-file", t.cert_file,
+                     "PEM certificate chain of the gRPC and HTTP ports (empty: plaintext)"),
+      "FEED_TLS_CERT_FILE");
+  env(app.add_option("--tls-key-file", t.key_file, "PEM private key of --tls-cert-file"),
+      "FEED_TLS_KEY_FILE");
+  env(app.add_option("--tls-client-ca-file", t.client_ca_file,
+                     "PEM CA bundle: mutual TLS, clients must present a certificate it verifies"),
+      "FEED_TLS_CLIENT_CA_FILE");
+  env(app.add_option("--tls-reload-interval-ms", t.reload_interval_ms,
+                     "how often certificate files are checked for changes")
+          ->check(CLI::Range(int64_t{100}, int64_t{3600000})),
+      "FEED_TLS_RELOAD_INTERVAL_MS");
+  env(app.add_option("--auth-jwt-hs-secret-file", a.jwt.hs_secret_file,
+                     "file holding the HS256/384/512 JWT secret (at least 32 bytes)"),
+      "FEED_AUTH_JWT_HS_SECRET_FILE");
+  env(app.add_option("--auth-jwt-public-key-file", a.jwt.public_key_file,
+                     "PEM public key for RS256/384/512 (RSA) or ES256/384/512 (EC) JWTs"),
+      "FEED_AUTH_JWT_PUBLIC_KEY_FILE");
+  env(app.add_option("--auth-jwt-issuer", a.jwt.issuer, "required JWT `iss` (empty: any)"),
+      "FEED_AUTH_JWT_ISSUER");
+  env(app.add_option("--auth-jwt-audience", a.jwt.audience,
+                     "JWT `aud` must contain it (empty: any)"),
+      "FEED_AUTH_JWT_AUDIENCE");
+  env(app.add_option("--auth-jwt-leeway-s", a.jwt.leeway_s, "clock skew allowed for exp and nbf")
+          ->check(CLI::Range(int64_t{0}, int64_t{600})),
+      "FEED_AUTH_JWT_LEEWAY_S");
+  env(app.add_option("--auth-token-file", a.token_file,
+                     "static tokens: `TOKEN SUBJECT SCOPE...` and `mtls:IDENTITY SUBJECT "
+                     "SCOPE...` lines"),
+      "FEED_AUTH_TOKEN_FILE");
+  env(app.add_option("--auth-rate-limit", a.rate_limit,
+                     "requests/s per subject (token bucket; 0 = no limit)")
+          ->check(CLI::Range(0.0, 1e7)),
+      "FEED_AUTH_RATE_LIMIT");
+  env(app.add_option("--auth-rate-burst", a.rate_burst,
+                     "requests a subject may make at once (0 = max(rate, 1))")
+          ->check(CLI::Range(0.0, 1e7)),
+      "FEED_AUTH_RATE_BURST");
+  env(app.add_option("--auth-reload-interval-ms", a.reload_interval_ms,
+                     "how often key and token files are checked for changes")
+          ->check(CLI::Range(int64_t{50}, int64_t{3600000})),
+      "FEED_AUTH_RELOAD_INTERVAL_MS");
+  env(app.add_option("--require-secure", c.require_secure,
+                     "refuse to start without both TLS and authentication"),
+      "FEED_REQUIRE_SECURE");
+  env(app.add_option("--reflection", c.reflection,
+                     "serve gRPC reflection (without a token, like health)"),
+      "FEED_REFLECTION");
+  env(app.add_option("--metrics-basic-auth-file", c.metrics_basic_auth_file,
+                     "`user:password` lines: /metrics asks for basic authentication"),
+      "FEED_METRICS_BASIC_AUTH_FILE");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -271,6 +325,23 @@ absl::StatusOr<ParseResult> ParseServerConfig(int argc, char** argv) {
                     o.default_hold_ttl_ms, l.max_hold_ttl_ms));
   }
   if (c.listen.empty()) return absl::InvalidArgumentError("--listen: must not be empty");
+  if (t.cert_file.empty() != t.key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls-cert-file and --tls-key-file: give both (TLS) or neither (plaintext)");
+  }
+  if (!t.client_ca_file.empty() && t.cert_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls-client-ca-file: mutual TLS needs --tls-cert-file and --tls-key-file");
+  }
+  if (c.require_secure && (!t.enabled() || !a.enabled())) {
+    return absl::InvalidArgumentError(fmt::format(
+        "--require-secure: refusing to start without {}",
+        !t.enabled() && !a.enabled()
+            ? "TLS (--tls-cert-file) and authentication (--auth-token-file or --auth-jwt-*)"
+        : !t.enabled() ? "TLS (--tls-cert-file, --tls-key-file)"
+                       : "authentication (--auth-token-file, --auth-jwt-hs-secret-file or "
+                         "--auth-jwt-public-key-file)"));
+  }
   if (st.path.empty()) return absl::InvalidArgumentError("--data-dir: must not be empty");
   return ParseResult{std::move(c), 0};
 }

@@ -19,7 +19,8 @@ class FeedReactor final
  public:
   FeedReactor(const ServiceContext& sc, grpc::CallbackServerContext* ctx)
       : StreamReactor(sc, ctx, kMethod, "feed"), session_(*sc.core, StreamQueueLimits(*sc.config)) {
-    if (!Register()) return;
+    if (!Authorize(ctx) || !Register()) return;
+    session_.set_actor(subject());
     // Every event, so that the session knows how far the feed has got (snapshot cuts).
     auto attach = AttachToFeed(UINT64_MAX);
     std::lock_guard lock(mu_);
@@ -123,20 +124,30 @@ class FeedReactor final
   // Commands go to the core; their results come back on the core's completer thread.
   void Dispatch(FeedRequest request) {
     const std::string id = request.request_id();
+    if (request.command_case() != FeedRequest::kHeartbeat) {
+      // Each command counts against the subject's rate limit, like a unary call.
+      if (absl::Status limited = sc_.auth->Charge(subject()); !limited.ok()) {
+        std::lock_guard lock(mu_);
+        PushResultLocked(id, limited, {});
+        return;
+      }
+    }
     switch (request.command_case()) {
       case FeedRequest::kReserve: {
         const bool lease = request.reserve().lease_to_stream();
         BeginCommand();
-        sc_.core->Reserve(std::move(*request.mutable_reserve()->mutable_request()),
-                          [this, id, lease](absl::StatusOr<inventory::v1::ReserveResponse> r) {
-                            FeedResponse out;
-                            std::string leased;
-                            if (r.ok()) {
-                              if (lease) leased = r->reservation().reservation_id();
-                              *out.mutable_reserve() = std::move(*r);
-                            }
-                            EndCommand(id, r.status(), std::move(out), leased, "");
-                          });
+        sc_.core->Reserve(
+            std::move(*request.mutable_reserve()->mutable_request()),
+            [this, id, lease](absl::StatusOr<inventory::v1::ReserveResponse> r) {
+              FeedResponse out;
+              std::string leased;
+              if (r.ok()) {
+                if (lease) leased = r->reservation().reservation_id();
+                *out.mutable_reserve() = std::move(*r);
+              }
+              EndCommand(id, r.status(), std::move(out), leased, "");
+            },
+            core::CallContext{{}, subject()});
         return;
       }
       case FeedRequest::kCommit:
@@ -176,17 +187,18 @@ class FeedReactor final
   // Commit or Release: a hold closed through this stream is no longer leased to it.
   template <class Req, class Resp, class Field>
   void Close(const std::string& id, Req request,
-             void (core::InventoryCore::*apply)(Req, core::Done<Resp>, core::CancelFn),
+             void (core::InventoryCore::*apply)(Req, core::Done<Resp>, core::CallContext),
              Field field) {
     std::string rid = request.reservation_id();
     BeginCommand();
-    (sc_.core->*apply)(std::move(request),
-                       [this, id, rid, field](absl::StatusOr<Resp> r) {
-                         FeedResponse out;
-                         if (r.ok()) *field(out) = std::move(*r);
-                         EndCommand(id, r.status(), std::move(out), "", rid);
-                       },
-                       {});
+    (sc_.core->*apply)(
+        std::move(request),
+        [this, id, rid, field](absl::StatusOr<Resp> r) {
+          FeedResponse out;
+          if (r.ok()) *field(out) = std::move(*r);
+          EndCommand(id, r.status(), std::move(out), "", rid);
+        },
+        core::CallContext{{}, subject()});
   }
 
   void Subscribe(const std::string& id, const inventory::v1::FeedSubscribe& request) {

@@ -176,32 +176,59 @@ void Metrics::ObserveBatch(size_t commands, size_t events, double commit_seconds
   events_->Increment(static_cast<double>(events));
 }
 
+void WriteAccessLine(spdlog::logger& logger, bool json, const std::vector<AccessField>& fields) {
+  if (json) {
+    nlohmann::json object = nlohmann::json::object();
+    for (const auto& [key, value] : fields) {
+      if (const auto* text = std::get_if<std::string_view>(&value)) {
+        object[std::string(key)] = *text;
+      } else {
+        object[std::string(key)] = std::get<int64_t>(value);
+      }
+    }
+    std::string line = object.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    logger.info("{}", std::string_view(line).substr(1, line.size() - 2));
+    return;
+  }
+  std::string line;
+  for (const auto& [key, value] : fields) {
+    if (!line.empty()) line += ' ';
+    line += key;
+    line += '=';
+    if (const auto* text = std::get_if<std::string_view>(&value)) {
+      if (text->find_first_of(" \"\\") == std::string_view::npos && !text->empty()) {
+        line += *text;
+      } else {
+        line +=
+            nlohmann::json(*text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      }
+    } else {
+      line += std::to_string(std::get<int64_t>(value));
+    }
+  }
+  logger.info("{}", line);
+}
+
 AccessLog::AccessLog(bool json) : logger_(ModuleLogger("rpc")), json_(json) {}
 
-void AccessLog::Write(std::string_view method, std::string_view peer, double seconds,
-                      const absl::Status& status) const {
-  auto duration_us = static_cast<int64_t>(seconds * 1e6);
-  if (json_) {
-    nlohmann::json fields = {{"method", method},
-                             {"peer", peer},
-                             {"duration_us", duration_us},
-                             {"code", absl::StatusCodeToString(status.code())}};
-    if (!status.ok()) fields["message"] = std::string(status.message());
-    std::string line = fields.dump();
-    logger_->info("{}", std::string_view(line).substr(1, line.size() - 2));
-  } else if (status.ok()) {
-    logger_->info("method={} peer={} duration_us={} code=OK", method, peer, duration_us);
-  } else {
-    logger_->info("method={} peer={} duration_us={} code={} message=\"{}\"", method, peer,
-                  duration_us, absl::StatusCodeToString(status.code()),
-                  std::string_view(status.message().data(), status.message().size()));
+void AccessLog::Write(std::string_view method, std::string_view peer, std::string_view subject,
+                      double seconds, const absl::Status& status) const {
+  std::vector<AccessField> fields = {{"method", method}, {"peer", peer}};
+  if (!subject.empty()) fields.emplace_back("subject", subject);
+  fields.emplace_back("duration_us", static_cast<int64_t>(seconds * 1e6));
+  const std::string code = absl::StatusCodeToString(status.code());
+  fields.emplace_back("code", code);
+  if (!status.ok()) {
+    fields.emplace_back("message",
+                        std::string_view(status.message().data(), status.message().size()));
   }
+  WriteAccessLine(*logger_, json_, fields);
 }
 
 void CallRecord::Finish(const absl::Status& status) {
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   if (metrics_) metrics_->RecordCall(method_, status.code(), seconds);
-  if (log_) log_->Write(method_, peer_, seconds, status);
+  if (log_) log_->Write(method_, peer_, subject_, seconds, status);
 }
 
 }  // namespace feed::server

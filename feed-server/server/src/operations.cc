@@ -19,7 +19,7 @@ void Answer(const absl::StatusOr<Resp>& result, OperationDone done) {
 }
 
 template <class Req, class Resp,
-          void (InventoryCore::*Apply)(Req, core::Done<Resp>, core::CancelFn)>
+          void (InventoryCore::*Apply)(Req, core::Done<Resp>, core::CallContext)>
 void RunMutation(InventoryCore& core, Message& message, CallOptions options, OperationDone done) {
   auto& request = static_cast<Req&>(message);
   if (request.idempotency_key().empty() && !options.idempotency_key.empty()) {
@@ -30,7 +30,7 @@ void RunMutation(InventoryCore& core, Message& message, CallOptions options, Ope
       [done = std::move(done)](absl::StatusOr<Resp> result) mutable {
         Answer(result, std::move(done));
       },
-      std::move(options.cancelled));
+      core::CallContext{std::move(options.cancelled), std::move(options.actor)});
 }
 
 void RunGetStock(InventoryCore& core, Message& message, CallOptions, OperationDone done) {

@@ -13,7 +13,7 @@ class OrderUpdatesReactor final : public StreamReactor<grpc::ServerWriteReactor<
                       const grpc::ByteBuffer& bytes)
       : StreamReactor(sc, ctx, "order.v1.OrderService/StreamOrderUpdates", "order_updates") {
     order::v1::OrderSubscriptionRequest request;
-    if (!Parse(bytes, &request)) return;
+    if (!Authorize(ctx) || !Parse(bytes, &request)) return;
     sub_.emplace(request.order_id());
     if (absl::Status valid = sub_->Validate(sc.core->options().limits); !valid.ok()) {
       std::lock_guard lock(mu_);

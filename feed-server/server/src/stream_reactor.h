@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "call_auth.h"
 #include "core/change_feed.h"
 #include "core/stock_update_queue.h"
 #include "fmt/format.h"
@@ -60,6 +61,22 @@ class StreamReactor : public GrpcReactor,
         support_(sc, kind),
         record_(sc.metrics, sc.access_log, method, sc.access_log ? ctx->peer() : ""),
         method_(method) {}
+
+  // Checks the caller's credentials and the method's scope, once, when the stream opens;
+  // when denied, finishes the stream and returns false.
+  bool Authorize(grpc::CallbackServerContext* ctx) {
+    security::Decision decision = AuthorizeCall(sc_, ctx, method_);
+    if (decision.status.ok()) {
+      subject_ = std::move(decision.principal.subject);
+      record_.set_subject(subject_);
+      return true;
+    }
+    std::lock_guard lock(mu_);
+    FinishLocked(decision.status);
+    return false;
+  }
+  // The authenticated subject (empty when authentication is off).
+  const std::string& subject() const { return subject_; }
 
   // Parses the request bytes; on failure finishes the stream with INVALID_ARGUMENT.
   bool Parse(const grpc::ByteBuffer& bytes, google::protobuf::Message* request) {
@@ -131,6 +148,7 @@ class StreamReactor : public GrpcReactor,
 
  private:
   const char* const method_;
+  std::string subject_;
   grpc::ByteBuffer out_;
 };
 

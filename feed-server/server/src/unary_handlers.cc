@@ -4,6 +4,7 @@
 #include <atomic>
 #include <memory>
 
+#include "call_auth.h"
 #include "grpc_status.h"
 #include "server/logging.h"
 #include "server/operations.h"
@@ -32,6 +33,7 @@ class UnaryCall {
     Finish(status);
   }
   grpc::ServerUnaryReactor* reactor() const { return reactor_; }
+  void set_subject(std::string subject) { record_.set_subject(std::move(subject)); }
 
  private:
   grpc::ServerUnaryReactor* reactor_;
@@ -40,9 +42,11 @@ class UnaryCall {
   std::atomic<bool> finished_{false};
 };
 
-// What the gRPC call adds to the request: the `idempotency-key` header and cancellation.
-CallOptions OptionsOf(grpc::CallbackServerContext* ctx) {
+// What the gRPC call adds to the request: the `idempotency-key` header, cancellation and
+// the acting subject.
+CallOptions OptionsOf(grpc::CallbackServerContext* ctx, std::string actor) {
   CallOptions options;
+  options.actor = std::move(actor);
   const auto& md = ctx->client_metadata();
   if (auto it = md.find("idempotency-key"); it != md.end()) {
     options.idempotency_key.assign(it->second.data(), it->second.size());
@@ -61,11 +65,17 @@ grpc::ServerUnaryReactor* Serve(const ServiceContext& sc, grpc::CallbackServerCo
   auto call = std::make_shared<UnaryCall>(sc, ctx, method, response);
   grpc::ServerUnaryReactor* reactor = call->reactor();
   try {
+    security::Decision decision = AuthorizeCall(sc, ctx, method);
+    if (!decision.status.ok()) {
+      call->Finish(decision.status);
+      return reactor;
+    }
+    call->set_subject(decision.principal.subject);
     Req request;
     if (absl::Status parsed = ParseRequest(*bytes, &request); !parsed.ok()) {
       call->Finish(RejectUnparseable(sc, method, std::move(parsed)));
     } else {
-      operation->Run(*sc.core, request, OptionsOf(ctx),
+      operation->Run(*sc.core, request, OptionsOf(ctx, std::move(decision.principal.subject)),
                      [call](const absl::Status& status, const google::protobuf::Message* reply) {
                        call->Reply(status, reply);
                      });

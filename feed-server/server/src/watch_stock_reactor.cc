@@ -13,7 +13,7 @@ class WatchStockReactor final : public StreamReactor<grpc::ServerWriteReactor<gr
                     const grpc::ByteBuffer& bytes)
       : StreamReactor(sc, ctx, "inventory.v1.InventoryService/WatchStock", "watch_stock") {
     inventory::v1::WatchStockRequest request;
-    if (!Parse(bytes, &request)) return;
+    if (!Authorize(ctx) || !Parse(bytes, &request)) return;
     sub_.emplace(*sc.core, request, StreamQueueLimits(*sc.config));
     if (absl::Status valid = sub_->Validate(); !valid.ok()) {
       std::lock_guard lock(mu_);

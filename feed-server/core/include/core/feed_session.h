@@ -40,6 +40,8 @@ namespace feed::core {
 class FeedSession {
  public:
   FeedSession(InventoryCore& core, QueueLimits limits);
+  // The stream's authenticated subject: the actor of the releases of its leases.
+  void set_actor(std::string actor) { actor_ = std::move(actor); }
 
   // After attaching to the change feed (every event, live only).
   void Attached(const ChangeFeed::Attach& attach) {
@@ -103,6 +105,7 @@ class FeedSession {
   void ReleaseNow(const std::string& reservation_id);
 
   InventoryCore& core_;
+  std::string actor_;
   const QueueLimits limits_;
   StockFilter filter_;
   std::deque<Pending> pending_;

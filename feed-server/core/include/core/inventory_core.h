@@ -30,6 +30,7 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -51,6 +52,18 @@ using Done = absl::AnyInvocable<void(absl::StatusOr<T>) &&>;
 // cancelled or past its deadline), so the command is skipped and completes with CANCELLED.
 // Must be cheap and thread-safe. Empty = never cancelled.
 using CancelFn = std::function<bool()>;
+
+// What a caller adds to a mutation besides its request.
+struct CallContext {
+  // Empty = never cancelled.
+  CancelFn cancelled;
+  // Who asks (the authenticated subject; empty when authentication is off): recorded as the
+  // `actor` of every event the command writes.
+  std::string actor;
+};
+
+// The actor of the events of holds and orders the server expires itself.
+inline constexpr std::string_view kExpiryActor = "system:expiry";
 
 struct ExpireResult {
   size_t expired_holds = 0;
@@ -84,21 +97,21 @@ class InventoryCore {
   void Shutdown();
 
   void AdjustStock(inventory::v1::AdjustStockRequest request,
-                   Done<inventory::v1::AdjustStockResponse> done, CancelFn cancelled = {});
+                   Done<inventory::v1::AdjustStockResponse> done, CallContext call = {});
   void Reserve(inventory::v1::ReserveRequest request, Done<inventory::v1::ReserveResponse> done,
-               CancelFn cancelled = {});
+               CallContext call = {});
   void Commit(inventory::v1::CommitRequest request, Done<inventory::v1::CommitResponse> done,
-              CancelFn cancelled = {});
+              CallContext call = {});
   void Release(inventory::v1::ReleaseRequest request, Done<inventory::v1::ReleaseResponse> done,
-               CancelFn cancelled = {});
+               CallContext call = {});
   void CreateOrder(order::v1::CreateOrderRequest request, Done<order::v1::CreateOrderResponse> done,
-                   CancelFn cancelled = {});
+                   CallContext call = {});
   void PayOrder(order::v1::PayOrderRequest request, Done<order::v1::OrderResponse> done,
-                CancelFn cancelled = {});
+                CallContext call = {});
   void AdvanceOrder(order::v1::AdvanceOrderRequest request, Done<order::v1::OrderResponse> done,
-                    CancelFn cancelled = {});
+                    CallContext call = {});
   void CancelOrder(order::v1::CancelOrderRequest request, Done<order::v1::OrderResponse> done,
-                   CancelFn cancelled = {});
+                   CallContext call = {});
   // Expires the holds (and their CONFIRMED orders) whose expires_at <= clock now.
   void ExpireDue(Done<ExpireResult> done);
 
@@ -136,7 +149,7 @@ class InventoryCore {
 // Blocking convenience for tests, tools and benchmarks: calls `method` and waits.
 template <class Resp, class Req>
 absl::StatusOr<Resp> CallSync(InventoryCore& core,
-                              void (InventoryCore::*method)(Req, Done<Resp>, CancelFn),
+                              void (InventoryCore::*method)(Req, Done<Resp>, CallContext),
                               Req request) {
   std::promise<absl::StatusOr<Resp>> promise;
   auto future = promise.get_future();

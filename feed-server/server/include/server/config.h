@@ -11,6 +11,7 @@
 #include "bridge/relay.h"
 #include "core/options.h"
 #include "http/options.h"
+#include "security/options.h"
 #include "storage/rocksdb_store.h"
 
 namespace feed::server {
@@ -32,6 +33,16 @@ struct ServerConfig {
   bridge::RelayOptions kafka;
   // The HTTP/JSON gateway (listen empty: off).
   http::HttpOptions http;
+  // TLS of the gRPC and HTTP ports (same certificate), and who may call what.
+  security::TlsOptions tls;
+  security::AuthOptions auth;
+  // Refuse to start unless both TLS and authentication are on.
+  bool require_secure = false;
+  // gRPC server reflection (grpcurl's `list` and `describe`); it is served without a token,
+  // like the health service.
+  bool reflection = true;
+  // `user:password` lines; set: /metrics asks for HTTP basic authentication.
+  std::string metrics_basic_auth_file;
 
   // gRPC transport limits.
   int max_receive_message_bytes = 1 << 20;

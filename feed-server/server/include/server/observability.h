@@ -7,6 +7,9 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "prometheus/counter.h"
@@ -65,13 +68,18 @@ class Metrics {
   std::map<std::string, prometheus::Counter*, std::less<>> unparseable_by_method_;
 };
 
-// One line per call on the "rpc" logger: method, peer, duration, code and message, as
-// key=value text or as JSON fields (--log-format). Thread-safe.
+// One access log line, as key=value text (values with spaces or quotes quoted) or as the
+// fields of one JSON object (--log-format); the gRPC and HTTP access logs both write it.
+using AccessField = std::pair<std::string_view, std::variant<std::string_view, int64_t>>;
+void WriteAccessLine(spdlog::logger& logger, bool json, const std::vector<AccessField>& fields);
+
+// One line per call on the "rpc" logger: method, peer, subject (when authenticated),
+// duration, code and message. Thread-safe.
 class AccessLog {
  public:
   explicit AccessLog(bool json);
-  void Write(std::string_view method, std::string_view peer, double seconds,
-             const absl::Status& status) const;
+  void Write(std::string_view method, std::string_view peer, std::string_view subject,
+             double seconds, const absl::Status& status) const;
 
  private:
   std::shared_ptr<spdlog::logger> logger_;
@@ -88,6 +96,8 @@ class CallRecord {
         method_(method),
         peer_(std::move(peer)),
         start_(std::chrono::steady_clock::now()) {}
+  // The authenticated subject, for the log line.
+  void set_subject(std::string subject) { subject_ = std::move(subject); }
   void Finish(const absl::Status& status);
 
  private:
@@ -95,6 +105,7 @@ class CallRecord {
   const AccessLog* log_;
   std::string_view method_;
   std::string peer_;
+  std::string subject_;
   std::chrono::steady_clock::time_point start_;
 };
 

@@ -6,6 +6,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
@@ -14,6 +15,10 @@
 
 namespace feed::server {
 
+// The services both front doors serve (their methods are the scope table's).
+inline const std::vector<std::string> kServedServices = {"inventory.v1.InventoryService",
+                                                         "order.v1.OrderService"};
+
 // What a transport adds to a request.
 struct CallOptions {
   // The `idempotency-key` header (gRPC metadata, HTTP `Idempotency-Key`): used when the
@@ -21,6 +26,8 @@ struct CallOptions {
   std::string idempotency_key;
   // Empty: never cancelled.
   core::CancelFn cancelled;
+  // The authenticated subject (empty when authentication is off): the events' actor.
+  std::string actor;
 };
 
 // Called once, with the response when the status is OK (null otherwise). Runs on the

@@ -13,6 +13,7 @@
 #include "core/inventory_core.h"
 #include "inventory/v1/inventory.grpc.pb.h"
 #include "order/v1/order.grpc.pb.h"
+#include "security/authorizer.h"
 #include "server/config.h"
 #include "server/observability.h"
 
@@ -52,6 +53,9 @@ struct ServiceContext {
   const AccessLog* access_log;
   // Lines about requests that could not be parsed.
   LogRateLimit* bad_request_log;
+  // Who may call what (with authentication off it still names mTLS clients and applies
+  // the per-subject rate limit).
+  const security::Authorizer* auth;
 };
 
 // Answers a request that could not be parsed: counted, logged (rate-limited), and returned

@@ -1,0 +1,40 @@
+// The static token file, for setups without a token issuer. One entry per line:
+//
+//   # comment
+//   TOKEN               SUBJECT        SCOPE [SCOPE...]
+//   mtls:IDENTITY       SUBJECT        SCOPE [SCOPE...]
+//
+// A `mtls:` line gives scopes to a client known by its verified certificate (identity as in
+// peer_identity.h) when it sends no token. Tokens are kept as SHA-256 digests and looked up
+// by digest, so neither a comparison's timing nor a memory dump shows them.
+#pragma once
+
+#include <array>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "security/principal.h"
+
+namespace feed::security {
+
+class StaticTokens {
+ public:
+  // INVALID_ARGUMENT naming the line and the problem (never the token).
+  static absl::StatusOr<StaticTokens> Parse(std::string_view text);
+
+  // Null when unknown.
+  const Principal* FindToken(std::string_view token) const;
+  const Principal* FindIdentity(std::string_view identity) const;
+  size_t size() const { return tokens_.size() + identities_.size(); }
+
+ private:
+  std::unordered_map<std::string, Principal> tokens_;  // key: SHA-256 of the token
+  std::unordered_map<std::string, Principal> identities_;
+};
+
+std::string Sha256(std::string_view data);
+
+}  // namespace feed::security
