@@ -95,6 +95,35 @@ TEST(ConfigTest, InvalidValuesStopTheStartWithOneClearLine) {
   }
 }
 
+// TLS and authentication flags: pairs that need each other, and --require-secure.
+TEST(ConfigTest, SecurityFlagsAreCheckedTogether) {
+  auto half = Parse({"--tls-cert-file", "server.crt"});
+  ASSERT_FALSE(half.ok());
+  EXPECT_THAT(half.status().message(), HasSubstr("--tls-key-file"));
+  auto ca_alone = Parse({"--tls-client-ca-file", "ca.crt"});
+  ASSERT_FALSE(ca_alone.ok());
+  EXPECT_THAT(ca_alone.status().message(), HasSubstr("mutual TLS needs --tls-cert-file"));
+  auto bare = Parse({"--require-secure", "true"});
+  ASSERT_FALSE(bare.ok());
+  EXPECT_THAT(bare.status().message(), HasSubstr("without TLS"));
+  EXPECT_THAT(bare.status().message(), HasSubstr("and authentication"));
+  auto tls_only = Parse({"--require-secure", "true", "--tls-cert-file", "a", "--tls-key-file", "b"});
+  ASSERT_FALSE(tls_only.ok());
+  EXPECT_THAT(tls_only.status().message(), HasSubstr("without authentication"));
+  auto auth_only = Parse({"--require-secure", "true", "--auth-token-file", "tokens"});
+  ASSERT_FALSE(auth_only.ok());
+  EXPECT_THAT(auth_only.status().message(), HasSubstr("without TLS"));
+  auto secure = Parse({"--require-secure", "true", "--tls-cert-file", "a", "--tls-key-file", "b",
+                       "--auth-jwt-public-key-file", "k.pem", "--auth-rate-limit", "100"});
+  ASSERT_TRUE(secure.ok()) << secure.status();
+  EXPECT_TRUE(secure->config->tls.enabled());
+  EXPECT_TRUE(secure->config->auth.enabled());
+  EXPECT_EQ(secure->config->auth.rate_limit, 100);
+  auto negative = Parse({"--auth-rate-limit", "-1"});
+  ASSERT_FALSE(negative.ok());
+  EXPECT_THAT(negative.status().message(), HasSubstr("--auth-rate-limit"));
+}
+
 TEST(ConfigTest, HelpListsEveryOptionAndAsksToExit) {
   testing::internal::CaptureStdout();
   auto r = Parse({"--help"});

@@ -509,5 +509,30 @@ TEST_F(SecurityTest, RateLimitPerSubjectOnBothDoors) {
   EXPECT_TRUE(GetStock(channel_, kAdminToken).ok());
 }
 
+// A port free right now on 127.0.0.1 (prometheus-cpp needs a fixed one).
+int FreePort() {
+  net::io_context ioc;
+  net::ip::tcp::acceptor acceptor(ioc, {net::ip::make_address("127.0.0.1"), 0});
+  return acceptor.local_endpoint().port();
+}
+
+TEST_F(SecurityTest, MetricsAskForBasicAuthentication) {
+  std::ofstream(dir_ + "/metrics-users") << "# user:password\nprometheus:scrape-secret-42\n";
+  config_.metrics_listen = "127.0.0.1:" + std::to_string(FreePort());
+  config_.metrics_basic_auth_file = dir_ + "/metrics-users";
+  Start();
+  auto scrape = [&](const std::map<std::string, std::string>& headers) {
+    HttpConnection http(config_.metrics_listen);
+    return http.Call("GET", "/metrics", "", headers);
+  };
+  EXPECT_EQ(scrape({}).status, 401);
+  EXPECT_EQ(scrape({{"Authorization", "Basic " + test::Base64Url("prometheus:wrong")}}).status,
+            401);
+  HttpReply ok = scrape({{"Authorization", "Basic cHJvbWV0aGV1czpzY3JhcGUtc2VjcmV0LTQy"}});
+  EXPECT_EQ(ok.status, 200);
+  EXPECT_NE(ok.body.find("feed_"), std::string::npos);
+  EXPECT_EQ(ok.body.find("scrape-secret-42"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace feed::test
