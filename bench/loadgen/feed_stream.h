@@ -25,6 +25,9 @@ class FeedStream {
     ctx_.set_deadline(
         std::chrono::system_clock::now() +
         duration_cast<std::chrono::system_clock::duration>(w_->stream_deadline() - Clock::now()));
+    if (!w_->options().token.empty()) {
+      ctx_.AddMetadata("authorization", "Bearer " + w_->options().token);
+    }
     rw_ = stub_->PrepareAsyncFeed(&ctx_, w_->cq());
     w_->OpStarted();
     rw_->StartCall(&start_tag_);

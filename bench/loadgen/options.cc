@@ -22,6 +22,8 @@ int ParseOptions(int argc, char** argv, Options* options) {
   CLI::App app{"loadgen: async gRPC load generator for feed-server and the echo baseline"};
   app.add_option("--target", o.target, "server address, 127.0.0.1:PORT only")
       ->capture_default_str();
+  app.add_option("--token", o.token, "bearer token sent on every call (a server with auth)")
+      ->envname("LOADGEN_TOKEN");
   app.add_option("--scenario", o.scenario_name, "echo | reserve | create-order | feed | watch")
       ->capture_default_str();
   app.add_option("--threads", o.threads, "completion queues (one polling thread each)")

@@ -28,6 +28,8 @@ struct Options {
   int64_t stock = 1'000'000;
   int64_t hot_stock = 50;
   std::string sku_prefix;  // default "lg<run id>-"
+  // Sent as `authorization: Bearer <token>` on every call (empty: none).
+  std::string token;
   bool seed = true;
   int seed_concurrency = 128;
   int64_t ttl_ms = 0;

@@ -17,6 +17,7 @@ SeedResult Seed(Shared& sh) {
   auto launch = [&](int i) {
     auto* c = new Call;
     c->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    if (!o.token.empty()) c->ctx.AddMetadata("authorization", "Bearer " + o.token);
     inventory::v1::AdjustStockRequest req;
     req.set_sku(sh.skus[static_cast<size_t>(i)]);
     req.set_mode(inventory::v1::ADJUST_MODE_SET);

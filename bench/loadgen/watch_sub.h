@@ -19,6 +19,9 @@ class WatchSub {
     ctx_.set_deadline(
         std::chrono::system_clock::now() +
         duration_cast<std::chrono::system_clock::duration>(w_->stream_deadline() - Clock::now()));
+    if (!w_->options().token.empty()) {
+      ctx_.AddMetadata("authorization", "Bearer " + w_->options().token);
+    }
     reader_ = stub_->PrepareAsyncWatchStock(&ctx_, req, w_->cq());
     w_->OpStarted();
     reader_->StartCall(&start_tag_);

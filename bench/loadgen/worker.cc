@@ -54,6 +54,7 @@ template <class Resp, class Prepare>
 void Worker::Launch(TimePoint intended, Prepare prepare) {
   auto* call = new Unary<Resp>(this, intended);
   call->ctx.set_deadline(std::chrono::system_clock::now() + milliseconds(opt_.call_timeout_ms));
+  if (!opt_.token.empty()) call->ctx.AddMetadata("authorization", "Bearer " + opt_.token);
   call->rpc = prepare(&call->ctx);
   call->sent = Clock::now();
   OpStarted();

@@ -63,6 +63,7 @@ class Worker {
 
   void Run();
   Stats& stats() { return stats_; }
+  const Options& options() const { return opt_; }
   grpc::CompletionQueue* cq() { return &cq_; }
   Shared* shared() { return sh_; }
   int index() const { return index_; }

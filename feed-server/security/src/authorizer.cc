@@ -90,7 +90,6 @@ class AuthorizerImpl final : public Authorizer {
 
   Decision Authorize(std::string_view method, std::string_view authorization,
                      std::string_view tls_identity) const override {
-    const std::string* scope = scopes_.Find(method);
     if (!options_.enabled()) {
       Decision d;
       d.principal.subject = std::string(tls_identity);
@@ -98,6 +97,7 @@ class AuthorizerImpl final : public Authorizer {
       if (!tls_identity.empty()) d.principal.method = "mtls";
       return Limit(std::move(d));
     }
+    const std::string* scope = scopes_.Find(method);
     if (scope == nullptr) {
       // Only served methods reach here; one without a scope is refused, never let through.
       return Deny(absl::PermissionDeniedError(fmt::format("{} has no declared scope", method)),
@@ -124,6 +124,7 @@ class AuthorizerImpl final : public Authorizer {
   }
 
   absl::Status Charge(std::string_view subject) const override {
+    if (!limiter_ || subject.empty()) return absl::OkStatus();
     Decision d;
     d.principal.subject = std::string(subject);
     return Limit(std::move(d)).status;
