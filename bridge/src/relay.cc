@@ -9,6 +9,14 @@
 // acknowledged prefix from the outbox together with the new relay_cursor (one WriteGroup,
 // CommitMode::kNoSync: a lost cursor only means a redelivery); sleep until Notify(), a Kafka
 // event, or idle_poll_ms.
+//
+// Credentials (security_protocol sasl_ssl / ssl): the password file and the CA file are looked
+// at every credentials_check_ms. When one changed, the relay stops producing, lets what is in
+// flight be acknowledged (at most shutdown_flush_ms; at once while Kafka is unreachable, e.g.
+// refusing the old password), then replaces the producer, which reads the new files, and sends
+// again from the first unacknowledged sequence: the outbox stays the source of truth. The
+// password never reaches a log line: librdkafka redacts it from its configuration dumps, and
+// the relay redacts it from anything librdkafka logs or reports.
 
 #include "bridge/relay.h"
 
@@ -26,6 +34,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_join.h"
 #include "backoff.h"
 #include "common/log_rate_limit.h"
 #include "events/v1/events.pb.h"
@@ -37,6 +46,7 @@
 #include "record.h"
 #include "relay_testing.h"
 #include "topic_admin.h"
+#include "watched_file.h"
 
 namespace feed::bridge {
 namespace {
@@ -46,6 +56,7 @@ using internal::kTopicKindCount;
 using internal::OutboxWindow;
 using internal::Record;
 using internal::TopicKind;
+using internal::WatchedFile;
 using std::chrono::milliseconds;
 using storage::Table;
 using SteadyClock = std::chrono::steady_clock;
@@ -64,6 +75,11 @@ constexpr milliseconds kPurgeDrainTimeout{2000};
 constexpr size_t kLagReservoir = 2048;
 // Largest accepted max_in_flight (librdkafka's queue.buffering.max.messages limit).
 constexpr size_t kMaxInFlightLimit = 10'000'000;
+// The librdkafka settings the security options own: kafka_properties may not set them too.
+constexpr std::string_view kSecurityProperties[] = {
+    "security.protocol", "ssl.ca.location", "ssl.ca.pem",    "sasl.mechanism",
+    "sasl.mechanisms",   "sasl.username",   "sasl.password",
+};
 
 int64_t WallMillis() {
   return std::chrono::duration_cast<milliseconds>(
@@ -93,6 +109,67 @@ bool UnknownTopicError(rd_kafka_resp_err_t err) {
   return err == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC || err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART;
 }
 
+// librdkafka settings whose values are secrets: never in an error message.
+bool SecretProperty(std::string_view key) {
+  return key.find("password") != std::string_view::npos ||
+         key.find("secret") != std::string_view::npos || key == "ssl.key.pem" ||
+         key == "sasl.oauthbearer.config";
+}
+
+bool SaslSsl(const RelayOptions& o) { return o.security_protocol == "sasl_ssl"; }
+bool Tls(const RelayOptions& o) { return SaslSsl(o) || o.security_protocol == "ssl"; }
+
+absl::Status ValidateSecurity(const RelayOptions& o) {
+  if (o.security_protocol != "plaintext" && !Tls(o)) {
+    return absl::InvalidArgumentError(
+        fmt::format("relay: security_protocol must be plaintext, ssl or sasl_ssl, got '{}'",
+                    o.security_protocol));
+  }
+  if (!Tls(o) && !o.ssl_ca_file.empty()) {
+    return absl::InvalidArgumentError("relay: ssl_ca_file needs security_protocol ssl or sasl_ssl");
+  }
+  const bool has_password = !o.sasl_password_file.empty() || !o.sasl_password.empty();
+  if (SaslSsl(o)) {
+    if (o.sasl_mechanism != "SCRAM-SHA-512" && o.sasl_mechanism != "SCRAM-SHA-256" &&
+        o.sasl_mechanism != "PLAIN") {
+      return absl::InvalidArgumentError(fmt::format(
+          "relay: sasl_mechanism must be SCRAM-SHA-512, SCRAM-SHA-256 or PLAIN, got '{}'",
+          o.sasl_mechanism));
+    }
+    if (o.sasl_username.empty()) {
+      return absl::InvalidArgumentError("relay: security_protocol sasl_ssl needs sasl_username");
+    }
+    if (!has_password) {
+      return absl::InvalidArgumentError(
+          "relay: security_protocol sasl_ssl needs a password (sasl_password_file or "
+          "sasl_password)");
+    }
+  } else if (!o.sasl_username.empty() || has_password) {
+    return absl::InvalidArgumentError(
+        "relay: sasl_username and the password need security_protocol sasl_ssl");
+  }
+  if (o.credentials_check_ms < 1) {
+    return absl::InvalidArgumentError("relay: credentials_check_ms must be >= 1");
+  }
+  if (Tls(o)) {
+    for (std::string_view key : kSecurityProperties) {
+      if (o.kafka_properties.count(std::string(key)) > 0) {
+        return absl::InvalidArgumentError(
+            fmt::format("relay: kafka_properties sets {}, which security_protocol {} sets; "
+                        "remove one",
+                        key, o.security_protocol));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The options without the password: the relay keeps that apart (wiped when replaced).
+RelayOptions WithoutPassword(RelayOptions o) {
+  internal::WipeSecret(o.sasl_password);
+  return o;
+}
+
 absl::Status ValidateOptions(const RelayOptions& o) {
   if (o.brokers.empty()) return absl::InvalidArgumentError("relay: brokers is empty");
   for (const std::string* t : {&o.stock_topic, &o.order_status_topic, &o.receipt_topic}) {
@@ -116,15 +193,22 @@ absl::Status ValidateOptions(const RelayOptions& o) {
   if (o.shutdown_flush_ms < 0) {
     return absl::InvalidArgumentError("relay: shutdown_flush_ms must be >= 0");
   }
-  return absl::OkStatus();
+  return ValidateSecurity(o);
 }
 
 class RelayImpl final : public Relay {
  public:
   RelayImpl(storage::Store& store, const RelayOptions& options)
-      : store_(store), options_(options), log_(internal::BridgeLogger()) {}
+      : store_(store),
+        options_(WithoutPassword(options)),
+        log_(internal::BridgeLogger()),
+        password_(options.sasl_password_file.empty() ? options.sasl_password : "") {}
 
-  ~RelayImpl() override { Shutdown(); }
+  ~RelayImpl() override {
+    Shutdown();
+    std::lock_guard lock(secret_mu_);
+    internal::WipeSecret(password_);
+  }
 
   absl::Status Init();
 
@@ -158,6 +242,13 @@ class RelayImpl final : public Relay {
 
   absl::Status MakeProducer();
   void DestroyProducer();
+  absl::Status LoadCredentials();
+  // Looks at the watched files when due; true while new credentials wait for a new producer.
+  bool CheckCredentials();
+  void ReplaceProducerForCredentials();
+  // `text` without the password in use (any thread).
+  std::string RedactSecret(std::string_view text) const;
+  std::string SecurityDescription() const;
 
   // Relay thread.
   void Run();
@@ -167,7 +258,7 @@ class RelayImpl final : public Relay {
   void FillWindow();
   bool Produce(uint64_t sequence, std::string_view stored);
   void HandleDelivery(const rd_kafka_message_t& msg, const Delivery& d);
-  void HandleError(rd_kafka_resp_err_t err, const char* reason);
+  void HandleError(rd_kafka_resp_err_t err, std::string_view reason);
   void CommitAcked(bool force);
   void FinishReset();
   void RecreateProducer();
@@ -217,6 +308,21 @@ class RelayImpl final : public Relay {
   LogRateLimit topic_error_log_{milliseconds(10000)};
   LogRateLimit kafka_error_log_{milliseconds(5000)};
   LogRateLimit event_warning_log_{milliseconds(5000)};
+  LogRateLimit auth_error_log_{milliseconds(10000)};
+  LogRateLimit tls_error_log_{milliseconds(10000)};
+  LogRateLimit credentials_read_log_{milliseconds(10000)};
+
+  // Credentials: the files watched for changes (relay thread only, and Init), and whether
+  // the producer still has to be replaced to use what they hold now.
+  std::unique_ptr<WatchedFile> password_file_;
+  std::unique_ptr<WatchedFile> ca_file_;
+  bool credentials_changed_ = false;
+  SteadyClock::time_point next_credentials_check_{};
+  SteadyClock::time_point swap_deadline_{};  // drain in-flight records until then
+  // The SASL password the next producer is created with. Written by the relay thread, read
+  // by MakeProducer and by the log callback (librdkafka's threads) to redact it.
+  mutable std::mutex secret_mu_;
+  std::string password_;  // guarded by secret_mu_
 
   // Any thread.
   std::atomic<bool> reachable_{false};
@@ -270,7 +376,126 @@ absl::Status RelayImpl::Init() {
   window_.Reset(cursor);
   cursor_pub_ = next_read_pub_ = cursor;
   topics_ready_ = !options_.create_topics;
+  if (absl::Status s = LoadCredentials(); !s.ok()) return s;
   return MakeProducer();
+}
+
+absl::Status RelayImpl::LoadCredentials() {
+  if (!options_.sasl_password_file.empty()) {
+    password_file_ = std::make_unique<WatchedFile>(options_.sasl_password_file, /*password=*/true);
+    if (absl::Status s = password_file_->Load(); !s.ok()) {
+      return absl::InvalidArgumentError(
+          fmt::format("relay: SASL password file: {}", std::string(s.message())));
+    }
+    if (password_file_->world_readable()) {
+      log_->warn("relay: the SASL password file {} is readable by every user (chmod o-r)",
+                 password_file_->path());
+    }
+    std::lock_guard lock(secret_mu_);
+    password_ = password_file_->content();
+  }
+  if (!options_.ssl_ca_file.empty()) {
+    ca_file_ = std::make_unique<WatchedFile>(options_.ssl_ca_file, /*password=*/false);
+    if (absl::Status s = ca_file_->Load(); !s.ok()) {
+      return absl::InvalidArgumentError(
+          fmt::format("relay: CA file: {}", std::string(s.message())));
+    }
+  }
+  next_credentials_check_ = SteadyClock::now() + milliseconds(options_.credentials_check_ms);
+  return absl::OkStatus();
+}
+
+bool RelayImpl::CheckCredentials() {
+  if (password_file_ == nullptr && ca_file_ == nullptr) return false;
+  const auto now = SteadyClock::now();
+  if (now < next_credentials_check_) return credentials_changed_;
+  next_credentials_check_ = now + milliseconds(options_.credentials_check_ms);
+  std::vector<std::string> changed;
+  for (WatchedFile* file : {password_file_.get(), ca_file_.get()}) {
+    if (file == nullptr) continue;
+    std::string error;
+    switch (file->Check(&error)) {
+      case WatchedFile::Poll::kUnchanged:
+        break;
+      case WatchedFile::Poll::kUnreadable: {
+        uint64_t suppressed = 0;
+        if (credentials_read_log_.Allow(&suppressed)) {
+          log_->warn("relay: {}; the credentials in use stay ({} similar suppressed)", error,
+                     suppressed);
+        }
+        break;
+      }
+      case WatchedFile::Poll::kChanged:
+        if (file == password_file_.get()) {
+          std::lock_guard lock(secret_mu_);
+          internal::WipeSecret(password_);
+          password_ = file->content();
+          changed.push_back(fmt::format("SASL password from {}", file->path()));
+        } else {
+          changed.push_back(fmt::format("CA certificates from {}", file->path()));
+        }
+        break;
+    }
+  }
+  if (!changed.empty()) {
+    if (!credentials_changed_) swap_deadline_ = now + milliseconds(options_.shutdown_flush_ms);
+    credentials_changed_ = true;
+    log_->info("relay: new credentials loaded ({}); replacing the kafka producer",
+               absl::StrJoin(changed, ", "));
+  }
+  return credentials_changed_;
+}
+
+void RelayImpl::ReplaceProducerForCredentials() {
+  ServeKafka();
+  CommitAcked(false);
+  // Nothing new is produced meanwhile (Run). While Kafka is unreachable (the old credentials
+  // refused, say) nothing in flight can be acknowledged: no point in waiting.
+  if (outstanding_ > 0 && reachable_.load() && SteadyClock::now() < swap_deadline_) return;
+  CommitAcked(true);
+  const uint64_t purged = outstanding_;
+  DestroyProducer();
+  CommitAcked(true);  // reports that came in while purging
+  window_.Restart();
+  reset_pending_ = false;
+  fatal_.store(false);
+  credentials_changed_ = false;
+  absl::Status s = MakeProducer();
+  if (!s.ok()) {
+    // The Run loop retries (RecreateProducer) with backoff, and at once when the files change.
+    milliseconds delay = recreate_backoff_.Next();
+    log_->error("relay: {}; retrying in {} ms", s.ToString(), delay.count());
+    resume_at_ = SteadyClock::now() + delay;
+    reachable_.store(false);
+    return;
+  }
+  recreate_backoff_.Reset();
+  next_probe_at_ = SteadyClock::now();
+  log_->info(
+      "relay: reconnecting to kafka ({}) with the new credentials; sending from sequence {}{}",
+      SecurityDescription(), window_.next_read(),
+      purged > 0
+          ? fmt::format(" ({} records were still unacknowledged: they may arrive twice)", purged)
+          : std::string());
+}
+
+std::string RelayImpl::RedactSecret(std::string_view text) const {
+  std::lock_guard lock(secret_mu_);
+  return internal::Redact(text, password_);
+}
+
+std::string RelayImpl::SecurityDescription() const {
+  if (SaslSsl(options_)) {
+    return fmt::format("sasl_ssl, {} as user '{}'{}", options_.sasl_mechanism,
+                       options_.sasl_username,
+                       options_.ssl_ca_file.empty() ? "" : ", CA " + options_.ssl_ca_file);
+  }
+  if (Tls(options_)) {
+    return options_.ssl_ca_file.empty() ? "ssl" : "ssl, CA " + options_.ssl_ca_file;
+  }
+  return options_.kafka_properties.count("security.protocol") > 0
+             ? options_.kafka_properties.at("security.protocol")
+             : "plaintext";
 }
 
 absl::Status RelayImpl::MakeProducer() {
@@ -301,11 +526,30 @@ absl::Status RelayImpl::MakeProducer() {
       // The broker closes idle connections; that is not worth a log line.
       {"log.connection.close", "false"},
   };
+  if (Tls(options_)) {
+    props.emplace_back("security.protocol", options_.security_protocol);
+    if (!options_.ssl_ca_file.empty()) props.emplace_back("ssl.ca.location", options_.ssl_ca_file);
+  }
+  if (SaslSsl(options_)) {
+    props.emplace_back("sasl.mechanisms", options_.sasl_mechanism);
+    props.emplace_back("sasl.username", options_.sasl_username);
+  }
   for (const auto& [k, v] : options_.kafka_properties) props.emplace_back(k, v);
   for (const auto& [k, v] : props) {
     if (rd_kafka_conf_set(conf.get(), k.c_str(), v.c_str(), err, sizeof err) != RD_KAFKA_CONF_OK) {
+      const bool secret = SecretProperty(k);
       return absl::InvalidArgumentError(
-          fmt::format("relay: kafka property {}={}: {}", k, v, std::string(err)));
+          fmt::format("relay: kafka property {}={}: {}", k, secret ? "[redacted]" : v,
+                      secret ? internal::Redact(err, v) : RedactSecret(err)));
+    }
+  }
+  if (SaslSsl(options_)) {
+    // Not under the lock in rd_kafka_new: it may log (debug=conf) through OnLog, which takes it.
+    std::lock_guard lock(secret_mu_);
+    if (rd_kafka_conf_set(conf.get(), "sasl.password", password_.c_str(), err, sizeof err) !=
+        RD_KAFKA_CONF_OK) {
+      return absl::InvalidArgumentError(
+          fmt::format("relay: kafka property sasl.password: {}", internal::Redact(err, password_)));
     }
   }
   rd_kafka_conf_set_opaque(conf.get(), this);
@@ -315,7 +559,7 @@ absl::Status RelayImpl::MakeProducer() {
   internal::ProducerHandle rk(rd_kafka_new(RD_KAFKA_PRODUCER, conf.get(), err, sizeof err));
   if (rk == nullptr) {
     return absl::InvalidArgumentError(
-        fmt::format("relay: cannot create the kafka producer: {}", std::string(err)));
+        fmt::format("relay: cannot create the kafka producer: {}", RedactSecret(err)));
   }
   (void)conf.release();  // rd_kafka_new owns the configuration once it succeeds
   rk_ = std::move(rk);
@@ -399,7 +643,8 @@ void RelayImpl::OnError(rd_kafka_t* rk, int err, const char* reason, void* opaqu
   auto* self = static_cast<RelayImpl*>(opaque);
   if (self == nullptr) return;
   try {
-    self->HandleError(static_cast<rd_kafka_resp_err_t>(err), reason);
+    self->HandleError(static_cast<rd_kafka_resp_err_t>(err),
+                      self->RedactSecret(reason != nullptr ? reason : ""));
   } catch (...) {
   }
 }
@@ -414,7 +659,9 @@ void RelayImpl::OnLog(const rd_kafka_t* rk, int level, const char* facility, con
                                     : level <= 4 ? spdlog::level::warn
                                     : level <= 6 ? spdlog::level::info
                                                  : spdlog::level::debug;
-    logger->log(lvl, "librdkafka {}: {}", facility != nullptr ? facility : "", message);
+    std::string_view text = message != nullptr ? message : "";
+    logger->log(lvl, "librdkafka {}: {}", facility != nullptr ? facility : "",
+                self != nullptr ? self->RedactSecret(text) : std::string(text));
   } catch (...) {
   }
 }
@@ -461,20 +708,46 @@ void RelayImpl::HandleDelivery(const rd_kafka_message_t& msg, const Delivery& d)
   if (d.generation == window_.generation()) reset_pending_ = true;
 }
 
-void RelayImpl::HandleError(rd_kafka_resp_err_t err, const char* reason) {
+void RelayImpl::HandleError(rd_kafka_resp_err_t err, std::string_view reason) {
   if (err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN || err == RD_KAFKA_RESP_ERR__TRANSPORT) {
-    SetReachable(false, reason != nullptr ? reason : rd_kafka_err2str(err));
+    SetReachable(false, !reason.empty() ? reason : rd_kafka_err2str(err));
+    return;
+  }
+  uint64_t suppressed = 0;
+  if (err == RD_KAFKA_RESP_ERR__AUTHENTICATION) {
+    // The broker answered and refused the login: Kafka is not usable by the relay.
+    SetReachable(false, "authentication failed");
+    if (auth_error_log_.Allow(&suppressed)) {
+      log_->error(
+          "relay: kafka authentication failed at {} ({}): {}; events stay in the outbox{} ({} "
+          "similar suppressed)",
+          options_.brokers, SecurityDescription(), reason,
+          password_file_ != nullptr
+              ? fmt::format(" until the password in {} is right (re-read when it changes)",
+                            password_file_->path())
+              : std::string(),
+          suppressed);
+    }
+    return;
+  }
+  if (err == RD_KAFKA_RESP_ERR__SSL) {
+    SetReachable(false, "TLS handshake failed");
+    if (tls_error_log_.Allow(&suppressed)) {
+      log_->error(
+          "relay: TLS with kafka at {} failed ({}): {}; events stay in the outbox ({} similar "
+          "suppressed)",
+          options_.brokers, SecurityDescription(), reason, suppressed);
+    }
     return;
   }
   if (err == RD_KAFKA_RESP_ERR__FATAL) {
     fatal_.store(true);
-    log_->critical("relay: fatal kafka producer error: {}", reason != nullptr ? reason : "");
+    log_->critical("relay: fatal kafka producer error: {}", reason);
     return;
   }
-  uint64_t suppressed = 0;
   if (kafka_error_log_.Allow(&suppressed)) {
-    log_->warn("relay: kafka error {}: {} ({} similar suppressed)", rd_kafka_err2name(err),
-               reason != nullptr ? reason : "", suppressed);
+    log_->warn("relay: kafka error {}: {} ({} similar suppressed)", rd_kafka_err2name(err), reason,
+               suppressed);
   }
 }
 
@@ -503,16 +776,20 @@ void RelayImpl::RecordLag(int64_t lag_ms) {
 
 void RelayImpl::Run() {
   pthread_setname_np(pthread_self(), "feed-relay");
-  log_->info("relay: started at sequence {} (brokers {})", window_.cursor(), options_.brokers);
+  log_->info("relay: started at sequence {} (brokers {}, {})", window_.cursor(), options_.brokers,
+             SecurityDescription());
   while (!StopRequested()) {
     auto now = SteadyClock::now();
     if (inject_fatal_.exchange(false) && rk_ != nullptr) {
       rd_kafka_test_fatal_error(rk_.get(), RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER,
                                 "injected by a test");
     }
+    const bool new_credentials = CheckCredentials();
     if (rk_ != nullptr) ServeKafka();
     if (fatal_.load() || rk_ == nullptr) {
-      if (now >= resume_at_) RecreateProducer();
+      if (now >= resume_at_ || (rk_ == nullptr && new_credentials)) RecreateProducer();
+    } else if (new_credentials) {
+      ReplaceProducerForCredentials();
     } else if (!topics_ready_) {
       if (now >= next_topic_attempt_) EnsureTopics();
     } else {
@@ -539,6 +816,7 @@ void RelayImpl::WaitForWork() {
   if (resume_at_ > now) until(resume_at_);
   if (!topics_ready_) until(next_topic_attempt_);
   if (!reachable_.load()) until(next_probe_at_);
+  if (password_file_ != nullptr || ca_file_ != nullptr) until(next_credentials_check_);
   std::unique_lock lock(mu_);
   cv_.wait_for(lock, timeout, [&] { return wake_ || StopRequested(); });
   wake_ = false;
@@ -565,8 +843,9 @@ void RelayImpl::EnsureTopics() {
   request.replication_factor = options_.replication_factor;
   request.timeout_ms = kAdminTimeoutMs;
   const internal::TopicsOutcome outcome = internal::CreateTopics(
-      rk_.get(), request, [this] { ServeKafka(); }, [this] { return StopRequested(); }, *log_,
-      topic_error_log_);
+      rk_.get(), request, [this] { ServeKafka(); },
+      // New credentials: this producer is about to go; do not wait for its answer.
+      [this] { return StopRequested() || CheckCredentials(); }, *log_, topic_error_log_);
   if (outcome.answered) SetReachable(true, "admin request answered");
   if (outcome.ready) {
     topics_ready_ = true;
@@ -735,6 +1014,7 @@ void RelayImpl::RecreateProducer() {
   reset_pending_ = false;
   fatal_.store(false);
   reachable_.store(false);
+  credentials_changed_ = false;  // the new producer reads the current files
   absl::Status s = MakeProducer();
   if (!s.ok()) {
     milliseconds delay = recreate_backoff_.Next();
