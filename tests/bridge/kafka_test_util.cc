@@ -9,9 +9,17 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <sstream>
 
+#include "google/protobuf/util/json_util.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "google/protobuf/util/time_util.h"
+#include "gtest/gtest.h"
+
 namespace feed::bridge::test {
+
+using namespace std::chrono_literals;
 
 std::string Brokers() {
   const char* port = std::getenv("KAFKA_PORT");
@@ -173,6 +181,45 @@ void DeleteTopics(const std::string& brokers, const std::vector<std::string>& to
   rd_kafka_destroy(rk);
 }
 
+bool CreateTopics(const std::string& brokers, const std::vector<std::string>& topics,
+                  int partitions) {
+  char err[512];
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  rd_kafka_conf_set(conf, "bootstrap.servers", brokers.c_str(), err, sizeof err);
+  rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
+  if (rk == nullptr) {
+    rd_kafka_conf_destroy(conf);
+    return false;
+  }
+  std::vector<rd_kafka_NewTopic_t*> create;
+  for (const auto& t : topics) {
+    create.push_back(rd_kafka_NewTopic_new(t.c_str(), partitions, 1, err, sizeof err));
+  }
+  rd_kafka_queue_t* q = rd_kafka_queue_new(rk);
+  rd_kafka_CreateTopics(rk, create.data(), create.size(), nullptr, q);
+  bool ok = false;
+  rd_kafka_event_t* ev = rd_kafka_queue_poll(q, 15000);
+  if (ev != nullptr) {
+    size_t n = 0;
+    const rd_kafka_topic_result_t** results =
+        rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &n);
+    ok = rd_kafka_event_error(ev) == RD_KAFKA_RESP_ERR_NO_ERROR && n == topics.size();
+    for (size_t i = 0; i < n; ++i) {
+      rd_kafka_resp_err_t e = rd_kafka_topic_result_error(results[i]);
+      if (e != RD_KAFKA_RESP_ERR_NO_ERROR && e != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS) {
+        std::cerr << "CreateTopics: " << rd_kafka_topic_result_name(results[i]) << ": "
+                  << rd_kafka_err2str(e) << "\n";
+        ok = false;
+      }
+    }
+    rd_kafka_event_destroy(ev);
+  }
+  rd_kafka_queue_destroy(q);
+  rd_kafka_NewTopic_destroy_array(create.data(), create.size());
+  rd_kafka_destroy(rk);
+  return ok;
+}
+
 // ---------------------------------------------------------------------------------------
 
 OutboxWriter::OutboxWriter(storage::Store& store, std::string store_id)
@@ -268,6 +315,96 @@ uint64_t OutboxWriter::next_sequence() const {
 std::map<uint64_t, std::string> OutboxWriter::written() const {
   std::lock_guard lock(mu_);
   return written_;
+}
+
+std::vector<std::string> TopicsOf(const RelayOptions& options) {
+  return {options.stock_topic, options.order_status_topic, options.receipt_topic};
+}
+
+Summary ReadAndCheck(const RelayOptions& options, const std::string& brokers,
+                     const std::map<uint64_t, std::string>& written,
+                     std::chrono::milliseconds timeout, bool json, uint64_t lean_count) {
+  TopicReader reader(brokers, TopicsOf(options), options.partitions);
+  std::set<uint64_t> expected;
+  for (const auto& [seq, bytes] : written) {
+    events::v1::Event e;
+    if (e.ParseFromString(bytes)) expected.insert(seq);
+  }
+  for (uint64_t seq = 1; seq <= lean_count; ++seq) expected.insert(seq);
+  std::set<uint64_t> seen;
+  size_t checked = 0;
+  size_t unseen = expected.size();
+  reader.ReadUntil(
+      [&](const std::vector<ConsumedRecord>& records) {
+        for (; checked < records.size(); ++checked) {
+          uint64_t seq = std::stoull(records[checked].Header("sequence"));
+          if (seen.insert(seq).second && expected.count(seq)) --unseen;
+        }
+        return unseen == 0;
+      },
+      timeout);
+  // Give stray extra records (there should be none beyond redeliveries) a moment to show.
+  reader.ReadUntil([](const auto&) { return false; }, 500ms);
+
+  Summary sum;
+  std::map<std::string, uint64_t> last_by_key;  // topic/key -> last first-seen sequence
+  for (const ConsumedRecord& r : reader.records()) {
+    ++sum.records;
+    bool found = false;
+    std::string seq_header = r.Header("sequence", &found);
+    EXPECT_TRUE(found) << "record without a sequence header at " << r.topic << "@" << r.offset;
+    uint64_t seq = std::stoull(seq_header);
+    auto it = written.find(seq);
+    std::string stored;
+    if (it != written.end()) {
+      stored = it->second;
+    } else if (lean_count > 0 && seq <= lean_count) {
+      stored = r.value;
+    } else {
+      ADD_FAILURE() << "record for unknown sequence " << seq;
+      continue;
+    }
+    events::v1::Event e;
+    EXPECT_TRUE(e.ParseFromString(stored));
+    EXPECT_EQ(e.sequence(), seq);
+    std::string want_topic = e.has_stock_changed()          ? options.stock_topic
+                             : e.has_order_status_changed() ? options.order_status_topic
+                                                            : options.receipt_topic;
+    EXPECT_EQ(r.topic, want_topic) << "seq " << seq;
+    EXPECT_EQ(r.key, e.key()) << "seq " << seq;
+    EXPECT_EQ(r.Header("ce_id"), e.event_id());
+    EXPECT_EQ(r.Header("ce_type"), e.type());
+    EXPECT_EQ(r.Header("actor"), e.actor()) << "seq " << seq;
+    EXPECT_EQ(r.Header("ce_source"), options.ce_source);
+    EXPECT_EQ(r.Header("ce_specversion"), "1.0");
+    google::protobuf::Timestamp t;
+    std::string ce_time = r.Header("ce_time");
+    EXPECT_TRUE(google::protobuf::util::TimeUtil::FromString(ce_time, &t)) << ce_time;
+    EXPECT_EQ(t.seconds(), e.occurred_at().seconds());
+    EXPECT_EQ(t.nanos(), e.occurred_at().nanos());
+    EXPECT_EQ(ce_time.back(), 'Z') << ce_time;
+    if (json) {
+      EXPECT_EQ(r.Header("content-type"), "application/json");
+      events::v1::Event decoded;
+      EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(r.value, &decoded).ok()) << r.value;
+      EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(decoded, e)) << r.value;
+    } else {
+      EXPECT_EQ(r.Header("content-type"), "application/protobuf");
+      EXPECT_EQ(r.value, stored) << "seq " << seq;
+    }
+    if (++sum.copies[seq] > 1) {
+      ++sum.duplicates;
+      continue;
+    }
+    // Per-key order: first deliveries of a key's events follow the sequence.
+    auto& last = last_by_key[r.topic + "/" + r.key];
+    EXPECT_GT(seq, last) << "key " << r.key << ": sequence " << seq << " after " << last;
+    last = seq;
+  }
+  for (uint64_t seq : expected) {
+    if (!sum.copies.count(seq)) sum.missing.push_back(seq);
+  }
+  return sum;
 }
 
 std::map<uint64_t, std::string> OutboxContents(storage::Store& store) {

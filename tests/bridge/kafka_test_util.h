@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "bridge/relay.h"
 #include "events/v1/events.pb.h"
 #include "storage/store.h"
 
@@ -62,6 +63,28 @@ class TopicReader {
 };
 
 void DeleteTopics(const std::string& brokers, const std::vector<std::string>& topics);
+// Creates the topics (partitions, replication factor 1); true when they exist afterwards.
+bool CreateTopics(const std::string& brokers, const std::vector<std::string>& topics,
+                  int partitions);
+// The relay's three topics.
+std::vector<std::string> TopicsOf(const RelayOptions& options);
+
+// What the records in the topics say about the events written.
+struct Summary {
+  std::map<uint64_t, int> copies;  // sequence -> records carrying it
+  uint64_t records = 0;
+  uint64_t duplicates = 0;
+  std::vector<uint64_t> missing;
+};
+
+// Reads the relay's topics from `brokers` until every written sequence was seen (or the
+// timeout), then checks each record against the stored event (gtest expectations): topic,
+// key, headers, value, and per-key order. lean_count > 0: nothing was retained; sequences
+// 1..lean_count are expected and each record is checked against its own decoded value
+// instead of the stored bytes.
+Summary ReadAndCheck(const RelayOptions& options, const std::string& brokers,
+                     const std::map<uint64_t, std::string>& written,
+                     std::chrono::milliseconds timeout, bool json = false, uint64_t lean_count = 0);
 
 // Appends events to the outbox like the core's writer: one WriteGroup per call, with the meta
 // next_sequence in the same group. Thread-safe.

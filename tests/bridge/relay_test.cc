@@ -21,9 +21,6 @@
 #include <thread>
 #include <vector>
 
-#include "google/protobuf/util/json_util.h"
-#include "google/protobuf/util/message_differencer.h"
-#include "google/protobuf/util/time_util.h"
 #include "gtest/gtest.h"
 #include "kafka_test_util.h"
 #include "relay_testing.h"
@@ -35,6 +32,7 @@ namespace {
 using namespace std::chrono_literals;
 using test::ConsumedRecord;
 using test::OutboxWriter;
+using test::Summary;
 using test::TopicReader;
 
 bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
@@ -63,14 +61,6 @@ std::string StatsString(const RelayStats& s) {
       << " lag_p50_ms=" << s.lag_p50_ms << " lag_p99_ms=" << s.lag_p99_ms;
   return out.str();
 }
-
-// What the records in the topics say about the events written.
-struct Summary {
-  std::map<uint64_t, int> copies;  // sequence -> records carrying it
-  uint64_t records = 0;
-  uint64_t duplicates = 0;
-  std::vector<uint64_t> missing;
-};
 
 class RelayTest : public ::testing::Test {
  protected:
@@ -128,94 +118,12 @@ class RelayTest : public ::testing::Test {
     return WaitFor([&] { return relay.stats().outbox_depth == 0; }, timeout);
   }
 
-  // Reads the topics until every written sequence was seen (or the timeout), then checks each
-  // record against the stored event: topic, key, headers, value, and per-key order.
-  // lean_count > 0: nothing was retained; sequences 1..lean_count are expected and each record
-  // is checked against its own decoded value instead of the stored bytes.
+  // Reads the topics until every written sequence was seen and checks every record
+  // (test::ReadAndCheck).
   Summary ReadAndCheck(const std::map<uint64_t, std::string>& written,
                        std::chrono::milliseconds timeout, bool json = false,
                        uint64_t lean_count = 0) {
-    TopicReader reader(options_.brokers, Topics(), options_.partitions);
-    std::set<uint64_t> expected;
-    for (const auto& [seq, bytes] : written) {
-      events::v1::Event e;
-      if (e.ParseFromString(bytes)) expected.insert(seq);
-    }
-    for (uint64_t seq = 1; seq <= lean_count; ++seq) expected.insert(seq);
-    std::set<uint64_t> seen;
-    size_t checked = 0;
-    size_t unseen = expected.size();
-    reader.ReadUntil(
-        [&](const std::vector<ConsumedRecord>& records) {
-          for (; checked < records.size(); ++checked) {
-            uint64_t seq = std::stoull(records[checked].Header("sequence"));
-            if (seen.insert(seq).second && expected.count(seq)) --unseen;
-          }
-          return unseen == 0;
-        },
-        timeout);
-    // Give stray extra records (there should be none beyond redeliveries) a moment to show.
-    reader.ReadUntil([](const auto&) { return false; }, 500ms);
-
-    Summary sum;
-    std::map<std::string, uint64_t> last_by_key;  // topic/key -> last first-seen sequence
-    for (const ConsumedRecord& r : reader.records()) {
-      ++sum.records;
-      bool found = false;
-      std::string seq_header = r.Header("sequence", &found);
-      EXPECT_TRUE(found) << "record without a sequence header at " << r.topic << "@" << r.offset;
-      uint64_t seq = std::stoull(seq_header);
-      auto it = written.find(seq);
-      std::string stored;
-      if (it != written.end()) {
-        stored = it->second;
-      } else if (lean_count > 0 && seq <= lean_count) {
-        stored = r.value;
-      } else {
-        ADD_FAILURE() << "record for unknown sequence " << seq;
-        continue;
-      }
-      events::v1::Event e;
-      EXPECT_TRUE(e.ParseFromString(stored));
-      EXPECT_EQ(e.sequence(), seq);
-      std::string want_topic = e.has_stock_changed()          ? options_.stock_topic
-                               : e.has_order_status_changed() ? options_.order_status_topic
-                                                              : options_.receipt_topic;
-      EXPECT_EQ(r.topic, want_topic) << "seq " << seq;
-      EXPECT_EQ(r.key, e.key()) << "seq " << seq;
-      EXPECT_EQ(r.Header("ce_id"), e.event_id());
-      EXPECT_EQ(r.Header("ce_type"), e.type());
-      EXPECT_EQ(r.Header("actor"), e.actor()) << "seq " << seq;
-      EXPECT_EQ(r.Header("ce_source"), options_.ce_source);
-      EXPECT_EQ(r.Header("ce_specversion"), "1.0");
-      google::protobuf::Timestamp t;
-      std::string ce_time = r.Header("ce_time");
-      EXPECT_TRUE(google::protobuf::util::TimeUtil::FromString(ce_time, &t)) << ce_time;
-      EXPECT_EQ(t.seconds(), e.occurred_at().seconds());
-      EXPECT_EQ(t.nanos(), e.occurred_at().nanos());
-      EXPECT_EQ(ce_time.back(), 'Z') << ce_time;
-      if (json) {
-        EXPECT_EQ(r.Header("content-type"), "application/json");
-        events::v1::Event decoded;
-        EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(r.value, &decoded).ok()) << r.value;
-        EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(decoded, e)) << r.value;
-      } else {
-        EXPECT_EQ(r.Header("content-type"), "application/protobuf");
-        EXPECT_EQ(r.value, stored) << "seq " << seq;
-      }
-      if (++sum.copies[seq] > 1) {
-        ++sum.duplicates;
-        continue;
-      }
-      // Per-key order: first deliveries of a key's events follow the sequence.
-      auto& last = last_by_key[r.topic + "/" + r.key];
-      EXPECT_GT(seq, last) << "key " << r.key << ": sequence " << seq << " after " << last;
-      last = seq;
-    }
-    for (uint64_t seq : expected) {
-      if (!sum.copies.count(seq)) sum.missing.push_back(seq);
-    }
-    return sum;
+    return test::ReadAndCheck(options_, options_.brokers, written, timeout, json, lean_count);
   }
 
   static inline bool broker_ok_ = false;
