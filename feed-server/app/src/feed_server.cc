@@ -79,6 +79,12 @@ void WarnAboutExposure(const ServerConfig& c) {
       }
     }
   }
+  if (!c.kafka.brokers.empty() && c.kafka.security_protocol == "plaintext" &&
+      !c.kafka.kafka_properties.count("security.protocol") && !IsLoopback(c.kafka.brokers)) {
+    ServerLog()->warn(
+        "events go to Kafka at {} in plaintext (set --kafka-security-protocol sasl_ssl)",
+        c.kafka.brokers);
+  }
   if (!c.metrics_listen.empty() && c.metrics_basic_auth_file.empty() &&
       !IsLoopback(c.metrics_listen)) {
     ServerLog()->warn("metrics on {} are served to anyone (set --metrics-basic-auth-file)",
