@@ -161,15 +161,38 @@ int64_t TopicReader::StoredRecords() {
   return total;
 }
 
-void DeleteTopics(const std::string& brokers, const std::vector<std::string>& topics) {
+bridge::RelayOptions TestRelayOptions(const std::string& brokers, const std::string& name) {
+  bridge::RelayOptions options;
+  const std::string base = UniqueName(name);
+  options.brokers = brokers;
+  options.client_id = name;
+  options.stock_topic = base + ".stock";
+  options.order_status_topic = base + ".status";
+  options.receipt_topic = base + ".receipts";
+  options.partitions = 3;
+  options.replication_factor = 1;
+  options.ce_source = "urn:inventory-feed:test";
+  options.idle_poll_ms = 50;
+  return options;
+}
+
+namespace {
+
+// A producer handle for admin requests to `brokers`; null when librdkafka refuses.
+rd_kafka_t* NewAdminClient(const std::string& brokers) {
   char err[512];
   rd_kafka_conf_t* conf = rd_kafka_conf_new();
   rd_kafka_conf_set(conf, "bootstrap.servers", brokers.c_str(), err, sizeof err);
   rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
-  if (rk == nullptr) {
-    rd_kafka_conf_destroy(conf);
-    return;
-  }
+  if (rk == nullptr) rd_kafka_conf_destroy(conf);
+  return rk;
+}
+
+}  // namespace
+
+void DeleteTopics(const std::string& brokers, const std::vector<std::string>& topics) {
+  rd_kafka_t* rk = NewAdminClient(brokers);
+  if (rk == nullptr) return;
   std::vector<rd_kafka_DeleteTopic_t*> del;
   for (const auto& t : topics) del.push_back(rd_kafka_DeleteTopic_new(t.c_str()));
   rd_kafka_queue_t* q = rd_kafka_queue_new(rk);
@@ -183,15 +206,10 @@ void DeleteTopics(const std::string& brokers, const std::vector<std::string>& to
 
 bool CreateTopics(const std::string& brokers, const std::vector<std::string>& topics,
                   int partitions) {
-  char err[512];
-  rd_kafka_conf_t* conf = rd_kafka_conf_new();
-  rd_kafka_conf_set(conf, "bootstrap.servers", brokers.c_str(), err, sizeof err);
-  rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
-  if (rk == nullptr) {
-    rd_kafka_conf_destroy(conf);
-    return false;
-  }
+  rd_kafka_t* rk = NewAdminClient(brokers);
+  if (rk == nullptr) return false;
   std::vector<rd_kafka_NewTopic_t*> create;
+  char err[512];
   for (const auto& t : topics) {
     create.push_back(rd_kafka_NewTopic_new(t.c_str(), partitions, 1, err, sizeof err));
   }

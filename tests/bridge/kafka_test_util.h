@@ -26,6 +26,9 @@ int KafkaScript(const std::string& command);
 bool EnsureBroker();
 // Unique per process and call: keeps topic names and groups of reruns apart.
 std::string UniqueName(const std::string& prefix);
+
+// The relay options of a test: fresh topics named after `name`, 3 partitions, fast polling.
+bridge::RelayOptions TestRelayOptions(const std::string& brokers, const std::string& name);
 // Resident set size of this process in KiB.
 long RssKiB();
 

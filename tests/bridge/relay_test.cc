@@ -80,16 +80,7 @@ class RelayTest : public ::testing::Test {
     store_ = std::move(*store);
     writer_ = std::make_unique<OutboxWriter>(*store_);
 
-    std::string base = test::UniqueName("bridge-test");
-    options_.brokers = test::Brokers();
-    options_.client_id = "bridge-relay-test";
-    options_.stock_topic = base + ".stock";
-    options_.order_status_topic = base + ".status";
-    options_.receipt_topic = base + ".receipts";
-    options_.partitions = 3;
-    options_.replication_factor = 1;
-    options_.ce_source = "urn:inventory-feed:test";
-    options_.idle_poll_ms = 50;
+    options_ = test::TestRelayOptions(test::Brokers(), "bridge-relay-test");
     options_.shutdown_flush_ms = 5000;
   }
 

@@ -177,16 +177,7 @@ class SaslRelayTest : public ::testing::Test {
     std::filesystem::copy_file(std::string(FEED_SASL_TEST_DIR) + "/certs/ca.crt", ca_file_);
     secrets_ = {password_};
 
-    std::string base = test::UniqueName("bridge-sasl-test");
-    options_.brokers = SaslBrokers();
-    options_.client_id = "bridge-sasl-test";
-    options_.stock_topic = base + ".stock";
-    options_.order_status_topic = base + ".status";
-    options_.receipt_topic = base + ".receipts";
-    options_.partitions = 3;
-    options_.replication_factor = 1;
-    options_.ce_source = "urn:inventory-feed:test";
-    options_.idle_poll_ms = 50;
+    options_ = test::TestRelayOptions(SaslBrokers(), "bridge-sasl-test");
     options_.security_protocol = "sasl_ssl";
     options_.sasl_mechanism = "SCRAM-SHA-512";
     options_.sasl_username = user_;
