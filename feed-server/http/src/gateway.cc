@@ -239,7 +239,7 @@ class GatewayImpl final : public Gateway {
       }
       return Reply(exchange, record, std::move(response));
     }
-    record.subject = decision.principal.subject;
+    record.subject = decision.principal->subject;
 
     std::string_view body(request.body());
     auto content_type = request[bhttp::field::content_type];

@@ -4,8 +4,8 @@
 #include <fstream>
 #include <mutex>
 #include <sstream>
-#include <unordered_map>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
@@ -91,10 +91,17 @@ class AuthorizerImpl final : public Authorizer {
   Decision Authorize(std::string_view method, std::string_view authorization,
                      std::string_view tls_identity) const override {
     if (!options_.enabled()) {
+      static const auto anonymous = std::make_shared<const Principal>();
       Decision d;
-      d.principal.subject = std::string(tls_identity);
-      d.principal.tls_identity = std::string(tls_identity);
-      if (!tls_identity.empty()) d.principal.method = "mtls";
+      if (tls_identity.empty()) {
+        d.principal = anonymous;
+      } else {
+        auto p = std::make_shared<Principal>();
+        p->subject = std::string(tls_identity);
+        p->tls_identity = std::string(tls_identity);
+        p->method = "mtls";
+        d.principal = std::move(p);
+      }
       return Limit(std::move(d));
     }
     const std::string* scope = scopes_.Find(method);
@@ -103,7 +110,8 @@ class AuthorizerImpl final : public Authorizer {
       return Deny(absl::PermissionDeniedError(fmt::format("{} has no declared scope", method)),
                   std::string(kRealm));
     }
-    absl::StatusOr<Principal> who = Authenticate(authorization, tls_identity);
+    absl::StatusOr<std::shared_ptr<const Principal>> who =
+        Authenticate(authorization, tls_identity);
     if (!who.ok()) {
       const bool malformed = who.status().code() == absl::StatusCode::kInvalidArgument;
       return Unauthenticated(std::string(who.status().message()), malformed ? "invalid_request"
@@ -111,23 +119,27 @@ class AuthorizerImpl final : public Authorizer {
                                                                       ? ""
                                                                       : "invalid_token");
     }
-    if (!who->HasScope(*scope)) {
+    const Principal& p = **who;
+    if (!p.HasScope(*scope)) {
       return Deny(absl::PermissionDeniedError(fmt::format(
-                      "{} requires scope '{}'; subject '{}' has {}", method, *scope, who->subject,
-                      who->scopes.empty() ? "none" : absl::StrJoin(who->scopes, " "))),
+                      "{} requires scope '{}'; subject '{}' has {}", method, *scope, p.subject,
+                      p.scopes.empty() ? "none" : absl::StrJoin(p.scopes, " "))),
                   fmt::format(R"({}, error="insufficient_scope", scope="{}")", kRealm, *scope));
     }
     Decision d;
-    d.principal = std::move(*who);
-    d.principal.tls_identity = std::string(tls_identity);
+    if (!tls_identity.empty() && p.tls_identity != tls_identity) {
+      auto with_identity = std::make_shared<Principal>(p);
+      with_identity->tls_identity = std::string(tls_identity);
+      d.principal = std::move(with_identity);
+    } else {
+      d.principal = std::move(*who);
+    }
     return Limit(std::move(d));
   }
 
   absl::Status Charge(std::string_view subject) const override {
     if (!limiter_ || subject.empty()) return absl::OkStatus();
-    Decision d;
-    d.principal.subject = std::string(subject);
-    return Limit(std::move(d)).status;
+    return Limited(subject).status;
   }
 
   bool enabled() const override { return options_.enabled(); }
@@ -135,12 +147,12 @@ class AuthorizerImpl final : public Authorizer {
 
  private:
   // UNAUTHENTICATED (or INVALID_ARGUMENT for a malformed header) with the reason.
-  absl::StatusOr<Principal> Authenticate(std::string_view authorization,
-                                         std::string_view tls_identity) const {
+  absl::StatusOr<std::shared_ptr<const Principal>> Authenticate(
+      std::string_view authorization, std::string_view tls_identity) const {
     if (authorization.empty()) {
       if (!tls_identity.empty()) {
         if (auto tokens = Tokens()) {
-          if (const Principal* p = tokens->FindIdentity(tls_identity)) return *p;
+          if (auto p = tokens->FindIdentity(tls_identity)) return p;
         }
       }
       return absl::UnauthenticatedError(
@@ -159,39 +171,46 @@ class AuthorizerImpl final : public Authorizer {
       return absl::InvalidArgumentError("authorization header: the bearer token is empty");
     }
     if (auto tokens = Tokens()) {
-      if (const Principal* p = tokens->FindToken(token)) return *p;
+      if (auto p = tokens->FindToken(token)) return p;
     }
     std::shared_ptr<const JwtKeys> keys = Keys();
     if (keys == nullptr) return absl::UnauthenticatedError("invalid token: not a known token");
     const int64_t now = NowSeconds();
     {
       std::lock_guard lock(cache_mu_);
-      if (auto it = verified_.find(std::string(token)); it != verified_.end()) {
-        if (it->second.expires_at_s > now) return it->second;
+      if (auto it = verified_.find(absl::string_view(token.data(), token.size()));
+          it != verified_.end()) {
+        if (it->second->expires_at_s > now) return it->second;
         verified_.erase(it);
       }
     }
-    absl::StatusOr<Principal> p = VerifyJwt(*keys, options_.jwt, token, now);
-    if (!p.ok()) return p.status();
+    absl::StatusOr<Principal> verified = VerifyJwt(*keys, options_.jwt, token, now);
+    if (!verified.ok()) return verified.status();
+    auto p = std::make_shared<const Principal>(std::move(*verified));
     std::lock_guard lock(cache_mu_);
     if (keys == keys_in_cache_) {
       if (verified_.size() >= kVerifiedCacheSize) verified_.clear();
-      verified_.emplace(std::string(token), *p);
+      verified_.emplace(std::string(token), p);
     }
     return p;
   }
 
   Decision Limit(Decision d) const {
-    if (!limiter_ || d.principal.subject.empty()) return d;
+    if (!limiter_ || d.principal->subject.empty()) return d;
+    Decision limited = Limited(d.principal->subject);
+    return limited.status.ok() ? d : limited;
+  }
+  // The rate limit's verdict for one more request by `subject`.
+  Decision Limited(std::string_view subject) const {
+    Decision d;
     double retry = 0;
-    if (limiter_->Allow(d.principal.subject, RateLimiter::Clock::now(), &retry)) return d;
-    Decision denied;
-    denied.retry_after_s = std::max<int64_t>(1, static_cast<int64_t>(retry + 0.999));
-    denied.status = absl::ResourceExhaustedError(fmt::format(
+    if (limiter_->Allow(subject, RateLimiter::Clock::now(), &retry)) return d;
+    d.retry_after_s = std::max<int64_t>(1, static_cast<int64_t>(retry + 0.999));
+    d.status = absl::ResourceExhaustedError(fmt::format(
         "subject '{}' is over its rate limit ({} requests/s, burst {}: --auth-rate-limit); retry "
         "in {:.2f} s",
-        d.principal.subject, limiter_->rate(), limiter_->burst(), retry));
-    return denied;
+        subject, limiter_->rate(), limiter_->burst(), retry));
+    return d;
   }
 
   std::shared_ptr<const JwtKeys> Keys() const {
@@ -241,7 +260,7 @@ class AuthorizerImpl final : public Authorizer {
   std::shared_ptr<const JwtKeys> keys_;
   std::shared_ptr<const StaticTokens> tokens_;
   mutable std::mutex cache_mu_;
-  mutable std::unordered_map<std::string, Principal> verified_;
+  mutable absl::flat_hash_map<std::string, std::shared_ptr<const Principal>> verified_;
   // The keys the cached tokens were verified with: a verification that raced a reload
   // is not cached.
   mutable std::shared_ptr<const JwtKeys> keys_in_cache_;

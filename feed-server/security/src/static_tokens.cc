@@ -48,7 +48,9 @@ absl::StatusOr<StaticTokens> StaticTokens::Parse(std::string_view text) {
       }
       p.method = "mtls";
       p.tls_identity = std::string(key);
-      if (!tokens.identities_.emplace(std::string(key), std::move(p)).second) {
+      if (!tokens.identities_
+               .emplace(std::string(key), std::make_shared<const Principal>(std::move(p)))
+               .second) {
         return absl::InvalidArgumentError(
             fmt::format("line {}: identity listed twice", line_number));
       }
@@ -59,21 +61,22 @@ absl::StatusOr<StaticTokens> StaticTokens::Parse(std::string_view text) {
           fmt::format("line {}: token shorter than 16 characters", line_number));
     }
     p.method = "token";
-    if (!tokens.tokens_.emplace(Sha256(key), std::move(p)).second) {
+    if (!tokens.tokens_.emplace(Sha256(key), std::make_shared<const Principal>(std::move(p)))
+             .second) {
       return absl::InvalidArgumentError(fmt::format("line {}: token listed twice", line_number));
     }
   }
   return tokens;
 }
 
-const Principal* StaticTokens::FindToken(std::string_view token) const {
+std::shared_ptr<const Principal> StaticTokens::FindToken(std::string_view token) const {
   auto it = tokens_.find(Sha256(token));
-  return it == tokens_.end() ? nullptr : &it->second;
+  return it == tokens_.end() ? nullptr : it->second;
 }
 
-const Principal* StaticTokens::FindIdentity(std::string_view identity) const {
+std::shared_ptr<const Principal> StaticTokens::FindIdentity(std::string_view identity) const {
   auto it = identities_.find(std::string(identity));
-  return it == identities_.end() ? nullptr : &it->second;
+  return it == identities_.end() ? nullptr : it->second;
 }
 
 }  // namespace feed::security

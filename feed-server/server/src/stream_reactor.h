@@ -67,7 +67,7 @@ class StreamReactor : public GrpcReactor,
   bool Authorize(grpc::CallbackServerContext* ctx) {
     security::Decision decision = AuthorizeCall(sc_, ctx, method_);
     if (decision.status.ok()) {
-      subject_ = std::move(decision.principal.subject);
+      subject_ = decision.principal->subject;
       record_.set_subject(subject_);
       return true;
     }

@@ -70,12 +70,12 @@ grpc::ServerUnaryReactor* Serve(const ServiceContext& sc, grpc::CallbackServerCo
       call->Finish(decision.status);
       return reactor;
     }
-    call->set_subject(decision.principal.subject);
+    call->set_subject(decision.principal->subject);
     Req request;
     if (absl::Status parsed = ParseRequest(*bytes, &request); !parsed.ok()) {
       call->Finish(RejectUnparseable(sc, method, std::move(parsed)));
     } else {
-      operation->Run(*sc.core, request, OptionsOf(ctx, std::move(decision.principal.subject)),
+      operation->Run(*sc.core, request, OptionsOf(ctx, decision.principal->subject),
                      [call](const absl::Status& status, const google::protobuf::Message* reply) {
                        call->Reply(status, reply);
                      });

@@ -23,7 +23,9 @@ struct Decision {
   // OK, UNAUTHENTICATED (no or bad credentials), PERMISSION_DENIED (a scope is missing) or
   // RESOURCE_EXHAUSTED (over the subject's rate limit). The message never holds a secret.
   absl::Status status;
-  Principal principal;  // when OK
+  // Who calls, when OK (never null then); shared with the token table or the verified-token
+  // cache, so that a call copies no scope list.
+  std::shared_ptr<const Principal> principal;
   // The WWW-Authenticate challenge (RFC 6750) for UNAUTHENTICATED and PERMISSION_DENIED.
   std::string challenge;
   // For RESOURCE_EXHAUSTED: seconds until a retry can succeed (at least 1).

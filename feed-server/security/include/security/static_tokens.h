@@ -10,6 +10,7 @@
 #pragma once
 
 #include <array>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -26,13 +27,14 @@ class StaticTokens {
   static absl::StatusOr<StaticTokens> Parse(std::string_view text);
 
   // Null when unknown.
-  const Principal* FindToken(std::string_view token) const;
-  const Principal* FindIdentity(std::string_view identity) const;
+  std::shared_ptr<const Principal> FindToken(std::string_view token) const;
+  std::shared_ptr<const Principal> FindIdentity(std::string_view identity) const;
   size_t size() const { return tokens_.size() + identities_.size(); }
 
  private:
-  std::unordered_map<std::string, Principal> tokens_;  // key: SHA-256 of the token
-  std::unordered_map<std::string, Principal> identities_;
+  // Shared with the calls that use them, so a call copies no scope list.
+  std::unordered_map<std::string, std::shared_ptr<const Principal>> tokens_;  // key: SHA-256
+  std::unordered_map<std::string, std::shared_ptr<const Principal>> identities_;
 };
 
 std::string Sha256(std::string_view data);
