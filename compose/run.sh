@@ -16,7 +16,7 @@ cmake --build "$BUILD" -j2 --target feed-server feed_openapi
 
 BROKERS="$(compose/kafka.sh start)"
 echo "run: Kafka at $BROKERS" >&2
-echo "run: feed-server gRPC on 127.0.0.1:50051, HTTP/JSON on http://127.0.0.1:8081 (Swagger UI at /swaggerui/), metrics on http://127.0.0.1:9464/metrics" >&2
+echo "run: feed-server gRPC on 127.0.0.1:50051, HTTP/JSON on 127.0.0.1:8081 (Swagger UI at /swaggerui/), metrics on 127.0.0.1:9464/metrics; the server's 'listening on' line says http or https" >&2
 exec "$BUILD/feed-server/feed-server" \
   --listen "${FEED_LISTEN:-127.0.0.1:50051}" \
   --data-dir "${FEED_DATA_DIR:-$REPO/data}" \
