@@ -176,7 +176,7 @@ void FeedSession::ReleaseNow(const std::string& reservation_id) {
               reservation_id, r.status().ToString());
         }
       },
-      CallContext{{}, actor_});
+      ActingAs(actor_));
 }
 
 }  // namespace feed::core

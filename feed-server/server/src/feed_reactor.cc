@@ -147,7 +147,7 @@ class FeedReactor final
               }
               EndCommand(id, r.status(), std::move(out), leased, "");
             },
-            core::CallContext{{}, subject()});
+            core::ActingAs(subject()));
         return;
       }
       case FeedRequest::kCommit:
@@ -198,7 +198,7 @@ class FeedReactor final
           if (r.ok()) *field(out) = std::move(*r);
           EndCommand(id, r.status(), std::move(out), "", rid);
         },
-        core::CallContext{{}, subject()});
+        core::ActingAs(subject()));
   }
 
   void Subscribe(const std::string& id, const inventory::v1::FeedSubscribe& request) {

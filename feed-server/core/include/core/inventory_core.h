@@ -62,6 +62,13 @@ struct CallContext {
   std::string actor;
 };
 
+// A call that cannot be cancelled, made by `actor`.
+inline CallContext ActingAs(std::string actor) {
+  CallContext call;
+  call.actor = std::move(actor);
+  return call;
+}
+
 // The actor of the events of holds and orders the server expires itself.
 inline constexpr std::string_view kExpiryActor = "system:expiry";
 
