@@ -107,7 +107,8 @@ TEST(ConfigTest, SecurityFlagsAreCheckedTogether) {
   ASSERT_FALSE(bare.ok());
   EXPECT_THAT(bare.status().message(), HasSubstr("without TLS"));
   EXPECT_THAT(bare.status().message(), HasSubstr("and authentication"));
-  auto tls_only = Parse({"--require-secure", "true", "--tls-cert-file", "a", "--tls-key-file", "b"});
+  auto tls_only =
+      Parse({"--require-secure", "true", "--tls-cert-file", "a", "--tls-key-file", "b"});
   ASSERT_FALSE(tls_only.ok());
   EXPECT_THAT(tls_only.status().message(), HasSubstr("without authentication"));
   auto auth_only = Parse({"--require-secure", "true", "--auth-token-file", "tokens"});
