@@ -27,6 +27,9 @@ bool EnsureBroker();
 // Unique per process and call: keeps topic names and groups of reruns apart.
 std::string UniqueName(const std::string& prefix);
 
+// Polls `pred` every 20 ms until it holds (true) or `timeout` passes (false).
+bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout);
+
 // The relay options of a test: fresh topics named after `name`, 3 partitions, fast polling.
 bridge::RelayOptions TestRelayOptions(const std::string& brokers, const std::string& name);
 // Resident set size of this process in KiB.

@@ -35,14 +35,7 @@ using test::OutboxWriter;
 using test::Summary;
 using test::TopicReader;
 
-bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(20ms);
-  }
-  return true;
-}
+using test::WaitFor;
 
 int EnvInt(const char* name, int fallback) {
   const char* v = std::getenv(name);

@@ -83,14 +83,7 @@ void WriteFileAtomically(const std::string& path, const std::string& content) {
   ASSERT_EQ(std::rename(tmp.c_str(), path.c_str()), 0);
 }
 
-bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(20ms);
-  }
-  return true;
-}
+using test::WaitFor;
 
 std::string StatsString(const RelayStats& s) {
   std::ostringstream out;
