@@ -24,16 +24,23 @@ class NullStore : public storage::Store {
    public:
     void Put(storage::Table, std::string_view k, std::string_view v) override {
       bytes_ += k.size() + v.size();
-      ++count_;
+      ++ops_.puts;
     }
-    void Delete(storage::Table, std::string_view k) override { ++count_; }
-    void DeleteRange(storage::Table, std::string_view, std::string_view) override { ++count_; }
-    size_t Count() const override { return count_; }
+    void Delete(storage::Table, std::string_view k) override { ++ops_.deletes; }
+    void DeleteRange(storage::Table, std::string_view, std::string_view) override {
+      ++ops_.range_deletes;
+    }
+    size_t Count() const override { return ops_.puts + ops_.deletes + ops_.range_deletes; }
     size_t ByteSize() const override { return bytes_; }
-    void Clear() override { count_ = bytes_ = 0; }
+    OperationCounts Operations() const override { return ops_; }
+    void Clear() override {
+      ops_ = {};
+      bytes_ = 0;
+    }
 
    private:
-    size_t count_ = 0, bytes_ = 0;
+    OperationCounts ops_;
+    size_t bytes_ = 0;
   };
   std::unique_ptr<storage::WriteGroup> NewWriteGroup() override {
     return std::make_unique<Group>();

@@ -1,23 +1,26 @@
 #!/usr/bin/env bash
-# The whole benchmark suite, side by side in one run on this machine (about 12 minutes on
+# The whole benchmark suite, side by side in one run on this machine (about 15 minutes on
 # 2 cores), then rewrites the tables of bench/RESULTS.md (bench/report.py). Raw results go to
 # bench/results/ (JSON and text, committed with RESULTS.md as the evidence).
 #
-# Everything runs on 127.0.0.1; every load loop stops by itself. The load generator shares
-# the 2 cores with the server (as the bars in issue 5 say).
+# Everything runs on 127.0.0.1; every load loop stops by itself. The bars (issue 20) are
+# measured in two placements, each in the same run: pinned (server on core 0, load generator
+# on core 1, taskset) and shared (both on both cores); the other runs are shared.
 #
-# Env: BUILD_DIR (build), BENCH_SECONDS (20: length of each load run), SKIP_HEAP=1 (no
-#      heaptrack run), SKIP_MICRO=1 (no Google Benchmark suites).
+# Env: BUILD_DIR (build), BENCH_SECONDS (10: length of each load run), SKIP_HEAP=1 (no
+#      counting-allocator runs), SKIP_MICRO=1 (no Google Benchmark suites), SKIP_PEERS=1 (no
+#      Redis and PostgreSQL peers).
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
 BUILD="${BUILD_DIR:-$REPO/build}"
 OUT="$REPO/bench/results"
-SECS="${BENCH_SECONDS:-20}"
+SECS="${BENCH_SECONDS:-10}"
 mkdir -p "$OUT"
 rm -f "$OUT"/*.json "$OUT"/*.txt
 
 compose/install-deps.sh --go-tools
+[ -n "${SKIP_PEERS:-}" ] || bench/peers/install.sh
 export PATH="$REPO/.cache/gobin:$PATH"
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$BUILD" -j2 --target feed-server echo-server loadgen core_bench wire_size_bench \
@@ -34,6 +37,12 @@ HTTP="127.0.0.1:$((PORT + 2))"
 WORK="$(mktemp -d /tmp/feed-bench-XXXXXX)"
 PID=""
 SAMPLER=""
+# The placement of the runs that follow (place pinned|shared): command prefixes.
+SERVER_CPU=() LOAD_CPU=() PLACE=shared
+place() {
+  PLACE="$1"
+  if [ "$1" = pinned ]; then SERVER_CPU=(taskset -c 0) LOAD_CPU=(taskset -c 1); else SERVER_CPU=() LOAD_CPU=(); fi
+}
 cleanup() {
   [ -n "$SAMPLER" ] && kill "$SAMPLER" 2>/dev/null || true
   [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null || true
@@ -60,7 +69,7 @@ stop() {
 start_server() {
   local name="$1"
   shift
-  "$SERVER" --listen "$ADDR" --metrics-listen "$METRICS" --data-dir "$WORK/data-$name" \
+  "${SERVER_CPU[@]}" "$SERVER" --listen "$ADDR" --metrics-listen "$METRICS" --data-dir "$WORK/data-$name" \
     --http-listen "$HTTP" --log-rpcs false "$@" >"$WORK/server-$name.log" 2>&1 &
   PID=$!
   wait_port "$PORT"
@@ -69,7 +78,7 @@ load() {  # load NAME LOADGEN-ARGS...
   local name="$1"
   shift
   say "load: $name"
-  "$LOADGEN" --target "$ADDR" --json --server-pid "$PID" "$@" >"$OUT/$name.json" 2>"$WORK/$name.err" ||
+  "${LOAD_CPU[@]}" "$LOADGEN" --target "$ADDR" --json --server-pid "$PID" "$@" >"$OUT/$name.json" 2>"$WORK/$name.err" ||
     { cat "$WORK/$name.err" >&2; exit 1; }
 }
 # Samples the server's RSS (kB) and the outbox depth every 0.5 s into FILE.
@@ -102,7 +111,7 @@ watch_run() {
   awk '/VmRSS/ {print $2}' "/proc/$PID/status" >"$OUT/${name}_rss_before_kb.txt"
   start_sampling "$OUT/${name}_samples.txt"
   load "${name}_10k" --scenario watch --subscribers 10000 --watch-filter sku --rate "$rate" \
-    --duration-s "$SECS" --warmup-s 3 "${COMMON[@]}"
+    --duration-s "$SECS" --warmup-s 2 "${COMMON[@]}"
   stop_sampling
   stop
 }
@@ -120,33 +129,77 @@ if [ -z "${SKIP_MICRO:-}" ]; then
   "$BUILD/bench/startup_bench" 1000000 1000000 crash 2>/dev/null >>"$OUT/startup.txt" || true
 fi
 
-# 2. The machine's gRPC ceiling: a trivial Echo through the same gRPC, same client.
-"$ECHO" --listen "$ADDR" --api callback >"$WORK/echo.log" 2>&1 &
-PID=$!
-wait_port "$PORT"
-load echo_closed --scenario echo --concurrency 64 --duration-s "$SECS" --warmup-s 3
-# The same at 256 in flight, where the server below is CPU-bound too (at 64 part of each
-# Reserve is the WAL fsync): the two ratios side by side.
-load echo_closed_256 --scenario echo --concurrency 256 --duration-s "$SECS" --warmup-s 3
-# The machine's latency floor for the open-loop bar: trivial gRPC at the same 15,000/s.
-load echo_open_15k --scenario echo --rate 15000 --duration-s "$SECS" --warmup-s 3
-stop
-
-# 3. The server alone, sync durability: the API's bars.
-start_server sync --durability sync
+# Calls per second of a finished run (its JSON), times FACTOR.
+throughput_of() {
+  python3 -c 'import json, sys; print(round(json.load(open(sys.argv[1]))["throughput"] * float(sys.argv[2])))' \
+    "$OUT/$1.json" "$2"
+}
+start_echo() {  # start_echo API
+  "${SERVER_CPU[@]}" "$ECHO" --listen "$ADDR" --api "$1" --threads 1 >"$WORK/echo-$1.log" 2>&1 &
+  PID=$!
+  wait_port "$PORT"
+}
+# A catalogue that does not sell out during the bars' runs: every call is a durable
+# reservation, as every call to the peers is a durable write.
+BARS=(--skus 10000 --hot-skus 0 --hot-fraction 0 --stock 1000000 --sku-prefix bars-)
 COMMON=(--skus 10000 --hot-skus 20 --hot-fraction 0.2 --hot-stock 500 --sku-prefix bench-)
-load reserve_closed --scenario reserve --concurrency 64 --duration-s "$SECS" --warmup-s 3 "${COMMON[@]}"
-load reserve_closed_256 --scenario reserve --concurrency 256 --duration-s "$SECS" --warmup-s 3 \
+
+# 2. The bars, in each placement: the machine's gRPC floor (a trivial Echo through the same
+#    gRPC, both server APIs), our server with sync durability beside it, then the peers.
+for placement in pinned shared; do
+  place "$placement"
+  start_echo callback
+  load "echo_closed_$PLACE" --scenario echo --concurrency 64 --duration-s "$SECS" --warmup-s 2
+  # Half of echo's closed-loop ceiling: the open-loop rate of this placement.
+  HALF="$(throughput_of "echo_closed_$PLACE" 0.5)"
+  load "echo_open_$PLACE" --scenario echo --rate "$HALF" --duration-s "$SECS" --warmup-s 2
+  stop
+  start_echo cq
+  load "echo_cq_closed_$PLACE" --scenario echo --concurrency 64 --duration-s "$SECS" --warmup-s 2
+  stop
+  start_server "bars-$PLACE" --durability sync
+  load "reserve_closed_$PLACE" --scenario reserve --concurrency 64 --duration-s "$SECS" --warmup-s 2 \
+    "${BARS[@]}"
+  load "reserve_open_$PLACE" --scenario reserve --rate "$HALF" --duration-s "$SECS" --warmup-s 2 \
+    "${BARS[@]}" --seed false
+  # Up to 256 commands per Feed message (FeedRequest.more), results packed the same way.
+  load "feed_$PLACE" --scenario feed --streams 4 --inflight 256 --feed-batch 256 --duration-s "$SECS" \
+    --warmup-s 2 "${BARS[@]}" --seed false
+  # The peers' concurrency: 50 in flight, one command per call or message; then 50 x 16 in
+  # flight, 16 commands per Feed message (Redis pipelining 16).
+  load "reserve_c50_$PLACE" --scenario reserve --concurrency 50 --duration-s "$SECS" --warmup-s 2 \
+    "${BARS[@]}" --seed false
+  load "feed_c50_$PLACE" --scenario feed --streams 2 --inflight 25 --duration-s "$SECS" --warmup-s 2 \
+    "${BARS[@]}" --seed false
+  load "feed_c50x16_$PLACE" --scenario feed --streams 2 --inflight 400 --feed-batch 16 \
+    --duration-s "$SECS" --warmup-s 2 "${BARS[@]}" --seed false
+  stop
+  if [ -z "${SKIP_PEERS:-}" ]; then
+    say "peers ($PLACE): Redis appendfsync always and everysec, PostgreSQL"
+    peer_env=()
+    [ "$PLACE" = pinned ] && peer_env=(SERVER_CPU=0 LOAD_CPU=1)
+    mkdir -p "$WORK/peers-$PLACE"
+    env "${peer_env[@]}" bench/peers/redis.sh "$WORK/peers-$PLACE" "$SECS" always >&2
+    env "${peer_env[@]}" bench/peers/redis.sh "$WORK/peers-$PLACE" "$SECS" everysec >&2
+    env "${peer_env[@]}" bench/peers/postgres.sh "$WORK/peers-$PLACE" "$SECS" >&2
+    for f in "$WORK/peers-$PLACE"/*.json; do cp "$f" "$OUT/$(basename "$f" .json)_$PLACE.json"; done
+  fi
+done
+place shared
+
+# 3. More of the API, shared placement, sync durability.
+start_echo callback
+# At 256 in flight, where the server below is CPU-bound too (at 64 part of each Reserve is
+# the WAL fsync): the two ratios side by side.
+load echo_closed_256 --scenario echo --concurrency 256 --duration-s "$SECS" --warmup-s 2
+stop
+start_server sync --durability sync
+load reserve_closed_256 --scenario reserve --concurrency 256 --duration-s "$SECS" --warmup-s 2 \
+  "${COMMON[@]}"
+load create_order_closed --scenario create-order --concurrency 64 --duration-s "$SECS" --warmup-s 2 \
   "${COMMON[@]}" --seed false
-load create_order_closed --scenario create-order --concurrency 64 --duration-s "$SECS" --warmup-s 3 \
-  "${COMMON[@]}" --seed false
-load reserve_open_15k --scenario reserve --rate 15000 --duration-s "$SECS" --warmup-s 3 \
-  "${COMMON[@]}" --seed false
-# Up to 256 commands per Feed message (FeedRequest.more), results packed the same way.
-load feed --scenario feed --streams 4 --inflight 256 --feed-batch 256 --duration-s "$SECS" \
-  --warmup-s 3 "${COMMON[@]}" --seed false
 # One command per message, for comparison.
-load feed_single --scenario feed --streams 4 --inflight 256 --duration-s "$SECS" --warmup-s 3 \
+load feed_single --scenario feed --streams 4 --inflight 256 --duration-s "$SECS" --warmup-s 2 \
   "${COMMON[@]}" --seed false
 
 # ghz (the seed's tool) on the same unary calls, for comparison with ghz-based reports.
@@ -175,13 +228,23 @@ KAFKA=(--kafka-brokers "$BROKERS" --kafka-stock-topic "stock.$SUFFIX"
   --kafka-order-status-topic "status.$SUFFIX" --kafka-receipt-topic "receipts.$SUFFIX")
 start_server kafka --durability sync "${KAFKA[@]}"
 start_sampling "$OUT/sync_samples.txt"
-load reserve_closed_kafka --scenario reserve --concurrency 64 --duration-s "$SECS" --warmup-s 3 \
+load reserve_closed_kafka --scenario reserve --concurrency 64 --duration-s "$SECS" --warmup-s 2 \
   "${COMMON[@]}"
 load feed_kafka --scenario feed --streams 4 --inflight 256 --feed-batch 256 --duration-s "$SECS" \
-  --warmup-s 3 "${COMMON[@]}" --seed false
+  --warmup-s 2 "${COMMON[@]}" --seed false
 # The relay must have drained what the runs above committed.
 sleep 5
 curl -sf "http://$METRICS/metrics" | grep '^feed_state' >"$OUT/sync_metrics_end.txt" || true
+# Store operations per reservation that is made and then committed, the relay's included:
+# the store's counters around a reserve-commit run, once the relay has drained it.
+store_ops() { curl -sf "http://$METRICS/metrics" | grep '^feed_store_operations_total' >"$1" || true; }
+load reserve_commit_seed --scenario reserve --concurrency 1 --duration-s 0.1 --warmup-s 0 "${BARS[@]}"
+sleep 5  # drained, and the counters (updated once a second) caught up
+store_ops "$OUT/store_ops_before.txt"
+load reserve_commit_kafka --scenario reserve-commit --concurrency 64 --duration-s "$SECS" \
+  --warmup-s 0 "${BARS[@]}" --seed false
+sleep 5
+store_ops "$OUT/store_ops_after.txt"
 stop_sampling
 stop
 [ -n "$BROKER_WAS_UP" ] || compose/kafka.sh stop >/dev/null 2>&1 || true
@@ -193,7 +256,7 @@ watch_run watch 2000
 
 # 5. The same unary Reserve with async durability (no fsync): the price of sync.
 start_server async --durability async
-load reserve_closed_async --scenario reserve --concurrency 64 --duration-s "$SECS" --warmup-s 3 "${COMMON[@]}"
+load reserve_closed_async --scenario reserve --concurrency 64 --duration-s "$SECS" --warmup-s 2 "${COMMON[@]}"
 stop
 
 # 6. Heap allocated per unary Reserve on the server: a counting allocator preloaded into the

@@ -13,6 +13,10 @@
 //                 idempotency key per call, a SKU from the catalogue (--hot-fraction of the
 //                 calls go to the --hot-skus hot SKUs, which are seeded with --hot-stock units
 //                 and sell out during the run).
+//   reserve-commit  a Reserve as above, then a Commit of its reservation (own idempotency
+//                 key): one result per pair, timed from the Reserve's intended send to the
+//                 Commit's answer (what a checkout does; the store's writes per committed
+//                 reservation are measured with it).
 //   create-order  unary order.v1.OrderService/CreateOrder, --order-items item_ids each.
 //   feed          Reserve commands over --streams bidirectional Feed streams, at most
 //                 --inflight commands outstanding per stream, results matched by request_id.

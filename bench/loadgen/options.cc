@@ -24,7 +24,8 @@ int ParseOptions(int argc, char** argv, Options* options) {
       ->capture_default_str();
   app.add_option("--token", o.token, "bearer token sent on every call (a server with auth)")
       ->envname("LOADGEN_TOKEN");
-  app.add_option("--scenario", o.scenario_name, "echo | reserve | create-order | feed | watch")
+  app.add_option("--scenario", o.scenario_name,
+                 "echo | reserve | reserve-commit | create-order | feed | watch")
       ->capture_default_str();
   app.add_option("--threads", o.threads, "completion queues (one polling thread each)")
       ->capture_default_str();
@@ -97,6 +98,7 @@ int ParseOptions(int argc, char** argv, Options* options) {
   const std::vector<std::pair<std::string, Scenario>> kScenarios = {
       {"echo", Scenario::kEcho},
       {"reserve", Scenario::kReserve},
+      {"reserve-commit", Scenario::kReserveCommit},
       {"create-order", Scenario::kCreateOrder},
       {"feed", Scenario::kFeed},
       {"watch", Scenario::kWatch}};

@@ -6,7 +6,7 @@ namespace feed::loadgen {
 
 // ------------------------------------------------------------------------------- options ----
 
-enum class Scenario { kEcho, kReserve, kCreateOrder, kFeed, kWatch };
+enum class Scenario { kEcho, kReserve, kReserveCommit, kCreateOrder, kFeed, kWatch };
 
 struct Options {
   std::string target = "127.0.0.1:50051";

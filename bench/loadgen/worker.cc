@@ -10,6 +10,15 @@ void UnaryBase::Proceed(bool /*ok*/) {
   delete this;
 }
 
+void ReserveThenCommit::Proceed(bool ok) {
+  if (!status.ok()) {
+    UnaryBase::Proceed(ok);
+    return;
+  }
+  worker->CommitReserved(*this);
+  delete this;
+}
+
 // ------------------------------------------------------------------------ worker methods ----
 
 Worker::Worker(int index, Shared* shared)
@@ -50,9 +59,9 @@ grpc::Channel* Worker::NextChannelIndex(size_t* idx) {
   return sh_->channels[*idx].get();
 }
 
-template <class Resp, class Prepare>
+template <class Call, class Prepare>
 void Worker::Launch(TimePoint intended, Prepare prepare) {
-  auto* call = new Unary<Resp>(this, intended);
+  auto* call = new Call(this, intended);
   call->ctx.set_deadline(std::chrono::system_clock::now() + milliseconds(opt_.call_timeout_ms));
   if (!opt_.token.empty()) call->ctx.AddMetadata("authorization", "Bearer " + opt_.token);
   call->rpc = prepare(&call->ctx);
@@ -84,7 +93,7 @@ bool Worker::Issue(TimePoint intended) {
       req.set_value(std::string(static_cast<size_t>(opt_.payload_bytes), 'x'));
       req.set_sequence(static_cast<int64_t>(++key_counter_));
       auto* stub = sh_->echo[ch].get();
-      Launch<EchoReply>(intended, [&](grpc::ClientContext* ctx) {
+      Launch<Unary<EchoReply>>(intended, [&](grpc::ClientContext* ctx) {
         return stub->PrepareAsyncEcho(ctx, req, &cq_);
       });
       break;
@@ -93,7 +102,15 @@ bool Worker::Issue(TimePoint intended) {
     case Scenario::kWatch: {
       auto req = MakeReserve();
       auto* stub = sh_->inventory[ch].get();
-      Launch<inventory::v1::ReserveResponse>(intended, [&](grpc::ClientContext* ctx) {
+      Launch<Unary<inventory::v1::ReserveResponse>>(intended, [&](grpc::ClientContext* ctx) {
+        return stub->PrepareAsyncReserve(ctx, req, &cq_);
+      });
+      break;
+    }
+    case Scenario::kReserveCommit: {
+      auto req = MakeReserve();
+      auto* stub = sh_->inventory[ch].get();
+      Launch<ReserveThenCommit>(intended, [&](grpc::ClientContext* ctx) {
         return stub->PrepareAsyncReserve(ctx, req, &cq_);
       });
       break;
@@ -108,7 +125,7 @@ bool Worker::Issue(TimePoint intended) {
       req.set_idempotency_key(NextKey());
       if (opt_.ttl_ms > 0) req.set_hold_ttl_ms(opt_.ttl_ms);
       auto* stub = sh_->orders[ch].get();
-      Launch<order::v1::CreateOrderResponse>(intended, [&](grpc::ClientContext* ctx) {
+      Launch<Unary<order::v1::CreateOrderResponse>>(intended, [&](grpc::ClientContext* ctx) {
         return stub->PrepareAsyncCreateOrder(ctx, req, &cq_);
       });
       break;
@@ -117,6 +134,19 @@ bool Worker::Issue(TimePoint intended) {
       break;
   }
   return true;
+}
+
+void Worker::CommitReserved(const ReserveThenCommit& reserved) {
+  inflight_.fetch_sub(1, std::memory_order_relaxed);
+  inventory::v1::CommitRequest req;
+  req.set_reservation_id(reserved.resp.reservation().reservation_id());
+  req.set_idempotency_key(NextKey());
+  size_t ch = 0;
+  NextChannelIndex(&ch);
+  auto* stub = sh_->inventory[ch].get();
+  Launch<Unary<inventory::v1::CommitResponse>>(reserved.intended, [&](grpc::ClientContext* ctx) {
+    return stub->PrepareAsyncCommit(ctx, req, &cq_);
+  });
 }
 
 void Worker::RecordResult(TimePoint intended, TimePoint sent, int code) {

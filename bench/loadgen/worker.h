@@ -39,6 +39,16 @@ class Unary final : public UnaryBase {
   std::unique_ptr<grpc::ClientAsyncResponseReader<Resp>> rpc;
 };
 
+// reserve-commit: a Reserve that, once it succeeds, commits its reservation; the pair is one
+// result, timed from the Reserve's intended send time to the Commit's answer.
+class ReserveThenCommit final : public UnaryBase {
+ public:
+  using UnaryBase::UnaryBase;
+  void Proceed(bool ok) override;
+  inventory::v1::ReserveResponse resp;
+  std::unique_ptr<grpc::ClientAsyncResponseReader<inventory::v1::ReserveResponse>> rpc;
+};
+
 // One tag per kind of pending operation of a stream object.
 template <class T>
 class OpTag final : public Tag {
@@ -72,6 +82,8 @@ class Worker {
   void OpStarted() { pending_ops_.fetch_add(1, std::memory_order_relaxed); }
 
   void OnUnaryDone(UnaryBase& call);
+  // reserve-commit: the Reserve of `call` succeeded; commits it as the same result.
+  void CommitReserved(const ReserveThenCommit& call);
   // A result of one command (unary call or Feed command) intended at `intended`.
   void RecordResult(TimePoint intended, TimePoint sent, int code);
   // Returns true when the stream should send the next command now (closed loop).
@@ -101,7 +113,8 @@ class Worker {
   void BeginStop(TimePoint now);
   void Poll(TimePoint deadline);
   grpc::Channel* NextChannelIndex(size_t* idx);
-  template <class Resp, class Prepare>
+  // Call: Unary<Resp> or ReserveThenCommit.
+  template <class Call, class Prepare>
   void Launch(TimePoint intended, Prepare prepare);
 
   const int index_;

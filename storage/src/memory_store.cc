@@ -20,26 +20,32 @@ class MemoryWriteGroup : public WriteGroup {
   void Put(Table t, std::string_view k, std::string_view v) override {
     bytes_ += k.size() + v.size();
     ops_.push_back({Op::kPut, t, std::string(k), std::string(v)});
+    ++counts_.puts;
   }
   void Delete(Table t, std::string_view k) override {
     bytes_ += k.size();
     ops_.push_back({Op::kDelete, t, std::string(k), {}});
+    ++counts_.deletes;
   }
   void DeleteRange(Table t, std::string_view b, std::string_view e) override {
     bytes_ += b.size() + e.size();
     ops_.push_back({Op::kDeleteRange, t, std::string(b), std::string(e)});
+    ++counts_.range_deletes;
   }
   size_t Count() const override { return ops_.size(); }
   size_t ByteSize() const override { return bytes_; }
+  OperationCounts Operations() const override { return counts_; }
   void Clear() override {
     ops_.clear();
     bytes_ = 0;
+    counts_ = {};
   }
   const std::vector<Op>& ops() const { return ops_; }
 
  private:
   std::vector<Op> ops_;
   size_t bytes_ = 0;
+  OperationCounts counts_;
 };
 
 absl::StatusOr<std::optional<std::string>> GetFrom(const MemoryStore::Tables& tables, Table t,
@@ -108,6 +114,7 @@ absl::Status MemoryStore::Commit(WriteGroup& group, CommitMode) {
     }
   }
   ++commits_;
+  written_.AddCommit(g.Operations());
   return absl::OkStatus();
 }
 

@@ -67,20 +67,30 @@ class RocksWriteGroup : public WriteGroup {
   explicit RocksWriteGroup(const std::vector<rocksdb::ColumnFamilyHandle*>* cfs) : cfs_(cfs) {}
   void Put(Table t, std::string_view k, std::string_view v) override {
     batch_.Put(cf(t), ToSlice(k), ToSlice(v));
+    ++ops_.puts;
   }
-  void Delete(Table t, std::string_view k) override { batch_.Delete(cf(t), ToSlice(k)); }
+  void Delete(Table t, std::string_view k) override {
+    batch_.Delete(cf(t), ToSlice(k));
+    ++ops_.deletes;
+  }
   void DeleteRange(Table t, std::string_view b, std::string_view e) override {
     batch_.DeleteRange(cf(t), ToSlice(b), ToSlice(e));
+    ++ops_.range_deletes;
   }
   size_t Count() const override { return batch_.Count(); }
   size_t ByteSize() const override { return batch_.GetDataSize(); }
-  void Clear() override { batch_.Clear(); }
+  OperationCounts Operations() const override { return ops_; }
+  void Clear() override {
+    batch_.Clear();
+    ops_ = {};
+  }
   rocksdb::WriteBatch* batch() { return &batch_; }
 
  private:
   rocksdb::ColumnFamilyHandle* cf(Table t) const { return (*cfs_)[static_cast<int>(t)]; }
   const std::vector<rocksdb::ColumnFamilyHandle*>* cfs_;
   rocksdb::WriteBatch batch_;
+  OperationCounts ops_;
 };
 
 absl::StatusOr<std::optional<std::string>> GetAt(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* cf,
@@ -270,8 +280,12 @@ class RocksDbStore : public Store {
   absl::Status Commit(WriteGroup& group, CommitMode mode) override {
     rocksdb::WriteOptions wo;
     wo.sync = mode == CommitMode::kConfigured && options_.durability == Durability::kSync;
-    return ToStatus(db_->Write(wo, static_cast<RocksWriteGroup&>(group).batch()), "write");
+    absl::Status s =
+        ToStatus(db_->Write(wo, static_cast<RocksWriteGroup&>(group).batch()), "write");
+    if (s.ok()) written_.AddCommit(group.Operations());
+    return s;
   }
+  WriteCounts write_counts() const override { return written_.Get(); }
 
   std::unique_ptr<ReadView> Snapshot() const override {
     return std::make_unique<RocksView>(db_.get(), &cfs_);
@@ -293,6 +307,7 @@ class RocksDbStore : public Store {
   std::unique_ptr<rocksdb::DB> db_;
   std::vector<rocksdb::ColumnFamilyHandle*> cfs_;
   std::atomic<bool> compactions_started_{false};
+  WriteCountsTotal written_;
 };
 
 }  // namespace

@@ -219,6 +219,29 @@ TEST_P(StoreContractTest, DeleteRangeIsHalfOpen) {
   EXPECT_EQ(rest[0].second, "after");
 }
 
+TEST_P(StoreContractTest, WriteCountsFollowCommittedGroups) {
+  const Store::WriteCounts before = store_->write_counts();
+  auto g = store_->NewWriteGroup();
+  g->Put(Table::kStock, "a", "1");
+  g->Put(Table::kHolds, "h", "2");
+  g->Delete(Table::kHolds, "gone");
+  g->DeleteRange(Table::kOutbox, EncodeSequence(1), EncodeSequence(9));
+  EXPECT_EQ(g->Operations().puts, 2u);
+  EXPECT_EQ(g->Operations().deletes, 1u);
+  EXPECT_EQ(g->Operations().range_deletes, 1u);
+  ASSERT_TRUE(store_->Commit(*g).ok());
+  const Store::WriteCounts after = store_->write_counts();
+  EXPECT_EQ(after.commits - before.commits, 1u);
+  EXPECT_EQ(after.puts - before.puts, 2u);
+  EXPECT_EQ(after.deletes - before.deletes, 1u);
+  EXPECT_EQ(after.range_deletes - before.range_deletes, 1u);
+  // A cleared group starts from zero and adds nothing when committed empty.
+  g->Clear();
+  EXPECT_EQ(g->Operations().puts, 0u);
+  ASSERT_TRUE(store_->Commit(*g).ok());
+  EXPECT_EQ(store_->write_counts().puts, after.puts);
+}
+
 TEST_P(StoreContractTest, WriteGroupIsAtomicAcrossTables) {
   Put(*store_, Table::kHolds, "h1", "held");
   auto g = store_->NewWriteGroup();

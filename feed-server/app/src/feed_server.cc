@@ -296,6 +296,7 @@ void FeedServer::Impl::Housekeeping() {
     lock.unlock();
     gauges_->Set(core_->stats());
     gauges_->Set(store_->memory_usage());
+    gauges_->Set(store_->write_counts());
     gauges_->Set(TrimHeap());
     if (relay_) {
       auto r = relay_->stats();

@@ -32,7 +32,16 @@ StateGauges::StateGauges(prometheus::Registry& registry)
                           .Name("feed_heap_releases_total")
                           .Help("times free heap pages went back to the OS (--max-free-heap-mb)")
                           .Register(registry)
-                          .Add({})) {}
+                          .Add({})),
+      store_ops_(prometheus::BuildCounter()
+                     .Name("feed_store_operations_total")
+                     .Help("operations committed to the store, of every writer (core and relay); "
+                           "op=commit counts the write groups")
+                     .Register(registry)),
+      store_commits_(store_ops_.Add({{"op", "commit"}})),
+      store_puts_(store_ops_.Add({{"op", "put"}})),
+      store_deletes_(store_ops_.Add({{"op", "delete"}})),
+      store_range_deletes_(store_ops_.Add({{"op", "delete_range"}})) {}
 
 void StateGauges::Set(const core::CoreStats& core) {
   queue_depth_.Set(D(core.queue_depth));
@@ -45,6 +54,14 @@ void StateGauges::Set(const storage::Store::MemoryUsage& store) {
   rocksdb_memtables_.Set(D(store.memtables_bytes));
   rocksdb_block_cache_.Set(D(store.block_cache_bytes));
   rocksdb_table_readers_.Set(D(store.table_readers_bytes));
+}
+
+void StateGauges::Set(const storage::Store::WriteCounts& written) {
+  store_commits_.Increment(D(written.commits - written_.commits));
+  store_puts_.Increment(D(written.puts - written_.puts));
+  store_deletes_.Increment(D(written.deletes - written_.deletes));
+  store_range_deletes_.Increment(D(written.range_deletes - written_.range_deletes));
+  written_ = written;
 }
 
 void StateGauges::Set(const HeapStats& heap) {

@@ -18,6 +18,8 @@ class StateGauges {
 
   void Set(const core::CoreStats& core);
   void Set(const storage::Store::MemoryUsage& store);
+  // Counters that follow the store's running totals (Store::write_counts).
+  void Set(const storage::Store::WriteCounts& written);
   void Set(const HeapStats& heap);
   void Set(const bridge::RelayStats& relay);
   void CountHeapRelease() { heap_releases_->Increment(); }
@@ -42,6 +44,9 @@ class StateGauges {
   prometheus::Gauge& heap_free_;
   prometheus::Gauge& heap_cached_;
   prometheus::Counter* heap_releases_;
+  prometheus::Family<prometheus::Counter>& store_ops_;
+  prometheus::Counter &store_commits_, &store_puts_, &store_deletes_, &store_range_deletes_;
+  storage::Store::WriteCounts written_;  // what the counters show so far
 };
 
 }  // namespace feed::server

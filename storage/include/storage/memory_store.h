@@ -24,6 +24,7 @@ class MemoryStore : public Store {
   absl::StatusOr<std::optional<std::string>> Get(Table table, std::string_view key) const override;
   absl::Status Scan(Table table, std::string_view start, std::string_view prefix,
                     const ScanFn& fn) const override;
+  WriteCounts write_counts() const override { return written_.Get(); }
 
   // Test hooks.
   void FailNextCommit(absl::Status status);
@@ -41,6 +42,7 @@ class MemoryStore : public Store {
   absl::Status next_commit_status_;
   size_t commits_ = 0;
   std::atomic<int> commit_delay_ms_{0};
+  WriteCountsTotal written_;
 };
 
 }  // namespace feed::storage

@@ -6,6 +6,7 @@
 // thread at a time.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -49,6 +50,13 @@ class WriteGroup {
   virtual void DeleteRange(Table table, std::string_view begin, std::string_view end) = 0;
   virtual size_t Count() const = 0;
   virtual size_t ByteSize() const = 0;
+  // Operations of each kind added since the last Clear (the store's write counts).
+  struct OperationCounts {
+    uint64_t puts = 0;
+    uint64_t deletes = 0;
+    uint64_t range_deletes = 0;
+  };
+  virtual OperationCounts Operations() const = 0;
   virtual void Clear() = 0;
 };
 
@@ -81,6 +89,15 @@ class Store : public ReadView {
     size_t table_readers_bytes = 0;  // index and filter blocks outside the cache
   };
   virtual MemoryUsage memory_usage() const { return {}; }
+  // Operations of every group committed so far, and how many commits carried them: what each
+  // command costs the engine (every record is also flushed and compacted later).
+  struct WriteCounts {
+    uint64_t commits = 0;
+    uint64_t puts = 0;
+    uint64_t deletes = 0;
+    uint64_t range_deletes = 0;
+  };
+  virtual WriteCounts write_counts() const { return {}; }
   // Roughly how many keys `table` holds (0 when unknown): sizes in-memory indexes before a
   // full scan, so a large recovery does not rehash them again and again.
   virtual size_t ApproximateCount(Table table) const { return 0; }
@@ -91,6 +108,25 @@ class Store : public ReadView {
   // instead of whenever a compaction reaches them (tests, maintenance); a no-op where the
   // engine has no compactions.
   virtual absl::Status CompactAll() { return absl::OkStatus(); }
+};
+
+// Running totals behind Store::write_counts, safe to read from any thread.
+class WriteCountsTotal {
+ public:
+  void AddCommit(const WriteGroup::OperationCounts& ops) {
+    commits_.fetch_add(1, std::memory_order_relaxed);
+    puts_.fetch_add(ops.puts, std::memory_order_relaxed);
+    deletes_.fetch_add(ops.deletes, std::memory_order_relaxed);
+    range_deletes_.fetch_add(ops.range_deletes, std::memory_order_relaxed);
+  }
+  Store::WriteCounts Get() const {
+    return {commits_.load(std::memory_order_relaxed), puts_.load(std::memory_order_relaxed),
+            deletes_.load(std::memory_order_relaxed),
+            range_deletes_.load(std::memory_order_relaxed)};
+  }
+
+ private:
+  std::atomic<uint64_t> commits_{0}, puts_{0}, deletes_{0}, range_deletes_{0};
 };
 
 // Key and value encodings shared by the writer and the relay.
