@@ -20,7 +20,6 @@ mkdir -p "$OUT"
 rm -f "$OUT"/*.json "$OUT"/*.txt
 
 compose/install-deps.sh --go-tools
-[ -n "${SKIP_PEERS:-}" ] || bench/peers/install.sh
 export PATH="$REPO/.cache/gobin:$PATH"
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$BUILD" -j2 --target feed-server echo-server loadgen core_bench wire_size_bench \

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything the build, the tests and the local stack need on a fresh Debian 12
 # machine, idempotent and quick when everything is there:
-#   - Debian packages (apt);
+#   - Debian packages (apt), redis-server and postgresql among them (the benchmark peers);
 #   - into .cache/ (never committed): googleapis-common-protos from PyPI (google.api.http
 #     for the gateway's routes), protoc-gen-openapiv2 (go install; the OpenAPI document),
 #     swagger-ui-dist and puppeteer-core from npm (Swagger UI; the browser tests drive
@@ -18,6 +18,7 @@ PACKAGES=(
   prometheus-cpp-dev libcli11-dev nlohmann-json3-dev libgoogle-perftools-dev
   kcat curl procps default-jre-headless maven
   libboost-dev libjwt-dev libssl-dev chromium wrk
+  redis-server redis-tools postgresql
 )
 
 missing=()
@@ -36,6 +37,10 @@ if ((${#missing[@]})); then
   [ "$(id -u)" = 0 ] || SUDO=sudo
   $SUDO apt-get update -q >&2
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
+  # redis-server and postgresql are the benchmark peers: their scripts start throw-away
+  # instances on free loopback ports, so the packages' own services are not left running.
+  $SUDO service redis-server stop >/dev/null 2>&1 || true
+  $SUDO service postgresql stop >/dev/null 2>&1 || true
 fi
 
 # Pinned versions of what comes from the registries.
