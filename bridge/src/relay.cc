@@ -4,11 +4,12 @@
 // by the relay thread itself (rd_kafka_poll), so every callback below runs on it, except the log
 // callback and the queue wake-up callback, which librdkafka calls from its own threads.
 //
-// The cycle: read outbox entries from the window's next_read and produce them while fewer than
-// max_in_flight are unacknowledged; serve delivery reports; delete the lowest contiguous
-// acknowledged prefix from the outbox together with the new relay_cursor (one WriteGroup,
-// CommitMode::kNoSync: a lost cursor only means a redelivery); sleep until Notify(), a Kafka
-// event, or idle_poll_ms.
+// The outbox is the journal (Table::kJournal, journal_reader.h): one entry per committed batch,
+// holding its events in sequence order. The cycle: read events from the window's next_read and
+// produce them while fewer than max_in_flight are unacknowledged; serve delivery reports;
+// store the new relay_cursor past the lowest contiguous acknowledged prefix
+// (CommitMode::kNoSync: a lost cursor only means a redelivery); sleep until Notify(), a Kafka
+// event, or idle_poll_ms. The core's checkpointer deletes the entries below the cursor.
 //
 // Credentials (security_protocol sasl_ssl / ssl): the password file and the CA file are looked
 // at every credentials_check_ms. When one changed, the relay stops producing, lets what is in
@@ -40,6 +41,7 @@
 #include "events/v1/events.pb.h"
 #include "fmt/format.h"
 #include "google/protobuf/util/time_util.h"
+#include "journal_reader.h"
 #include "kafka_handles.h"
 #include "logging.h"
 #include "outbox_window.h"
@@ -61,8 +63,8 @@ using std::chrono::milliseconds;
 using storage::Table;
 using SteadyClock = std::chrono::steady_clock;
 
-// While records keep being acknowledged, outbox deletes are committed at most this often (and
-// at once when nothing is left in flight): fewer, larger DeleteRange tombstones.
+// While records keep being acknowledged, the cursor is stored at most this often (and at once
+// when nothing is left in flight).
 constexpr milliseconds kCommitInterval{5};
 // While the broker looks unreachable, a metadata request checks it this often.
 constexpr milliseconds kProbeInterval{1000};
@@ -198,8 +200,10 @@ absl::Status ValidateOptions(const RelayOptions& o) {
 
 class RelayImpl final : public Relay {
  public:
-  RelayImpl(storage::Store& store, const RelayOptions& options)
+  RelayImpl(storage::Store& store, const RelayOptions& options,
+            std::function<uint64_t()> last_sequence)
       : store_(store),
+        last_sequence_(std::move(last_sequence)),
         options_(WithoutPassword(options)),
         log_(internal::BridgeLogger()),
         password_(options.sasl_password_file.empty() ? options.sasl_password : "") {}
@@ -268,6 +272,7 @@ class RelayImpl final : public Relay {
   void RecordLag(int64_t lag_ms);
 
   storage::Store& store_;
+  const std::function<uint64_t()> last_sequence_;  // may be empty
   const RelayOptions options_;
   std::shared_ptr<spdlog::logger> log_;
 
@@ -345,28 +350,18 @@ class RelayImpl final : public Relay {
 
 absl::Status RelayImpl::Init() {
   // The cursor: the first sequence not yet acknowledged. Without one (a new store), the first
-  // entry of the outbox, or else the writer's next sequence.
+  // event of the journal, or else the writer's next sequence.
   auto stored = store_.Get(Table::kMeta, storage::meta_keys::kRelayCursor);
   if (!stored.ok()) return stored.status();
-  std::optional<uint64_t> first_key;
-  absl::Status scan =
-      store_.Scan(Table::kOutbox, "", "", [&](std::string_view key, std::string_view) {
-        first_key = storage::DecodeSequence(key);
-        return false;
-      });
-  if (!scan.ok()) return scan;
+  auto first = internal::FirstJournalSequence(store_);
+  if (!first.ok()) return first.status();
   uint64_t cursor = 1;
   if (stored->has_value()) {
     auto c = storage::DecodeSequence(**stored);
     if (!c) return absl::DataLossError("relay: meta relay_cursor is corrupt");
     cursor = *c;
-    if (first_key && *first_key < cursor) {
-      // Cannot happen through the relay (deletes and cursor commit together); say so if it does.
-      log_->warn("relay: the outbox holds sequence {} below the relay cursor {}; it is not sent",
-                 *first_key, cursor);
-    }
-  } else if (first_key) {
-    cursor = *first_key;
+  } else if (*first) {
+    cursor = **first;
   } else {
     auto next = store_.Get(Table::kMeta, storage::meta_keys::kNextSequence);
     if (!next.ok()) return next.status();
@@ -856,51 +851,61 @@ void RelayImpl::EnsureTopics() {
 void RelayImpl::FillWindow() {
   if (window_.in_flight() >= options_.max_in_flight) return;
   size_t budget = std::min(options_.read_batch, options_.max_in_flight - window_.in_flight());
-  const std::string start = storage::EncodeSequence(window_.next_read());
-  absl::Status s =
-      store_.Scan(Table::kOutbox, start, "", [&](std::string_view key, std::string_view value) {
-        auto seq = storage::DecodeSequence(key);
-        if (!seq) {
-          // Not a key the writer makes. It is passed over (and deleted with the prefix that
-          // covers it); the scan goes on.
-          uint64_t suppressed = 0;
-          if (event_warning_log_.Allow(&suppressed)) {
-            log_->error("relay: outbox key of {} bytes is not a sequence; ignored", key.size());
-          }
-          return true;
-        }
-        if (!Produce(*seq, value)) return false;
-        return --budget > 0;
-      });
+  internal::JournalVisitor visitor;
+  visitor.event = [&](uint64_t sequence, std::string_view bytes) {
+    if (sequence != window_.next_read()) {
+      // Cannot happen through the writer (entries are gap-free); say so if it does.
+      uint64_t suppressed = 0;
+      if (event_warning_log_.Allow(&suppressed)) {
+        log_->error("relay: the journal skips from sequence {} to {}; sending on from {}",
+                    window_.next_read(), sequence, sequence);
+      }
+      while (window_.next_read() < sequence) window_.Produced(window_.next_read(), 0, true);
+    }
+    if (!Produce(sequence, bytes)) return false;
+    return --budget > 0;
+  };
+  visitor.corrupt = [&](uint64_t last_sequence, std::string_view why) {
+    // The one case where sequences are skipped rather than retried: bytes that are not a
+    // journal entry have no events to send, retrying cannot change that, and holding them
+    // back would stop every later event forever. The writer never stores such bytes, so this
+    // means corruption; it is logged with its sequences and counted in stats.failed.
+    failed_.fetch_add(1, std::memory_order_relaxed);
+    if (last_sequence < window_.next_read()) {
+      log_->error("relay: a journal key is not a sequence ({}); ignored", why);
+      return true;
+    }
+    log_->error("relay: journal entry {} is corrupt ({}); sequences {}..{} skipped", last_sequence,
+                why, window_.next_read(), last_sequence);
+    while (window_.next_read() <= last_sequence) window_.Produced(window_.next_read(), 0, true);
+    return true;
+  };
+  absl::Status s = internal::ReadJournal(store_, window_.next_read(), visitor);
   if (!s.ok()) {
     uint64_t suppressed = 0;
     if (scan_error_log_.Allow(&suppressed)) {
-      log_->error("relay: outbox scan failed: {}; retrying", s.ToString());
+      log_->error("relay: journal read failed: {}; retrying", s.ToString());
     }
     resume_at_ = SteadyClock::now() + failure_backoff_.Next();
   }
 }
 
-// Produces the outbox entry at `sequence`; false when it could not be handed to librdkafka
-// (the scan stops and the entry is read again later).
+// Produces the event at `sequence` (its stored bytes); false when it could not be handed to
+// librdkafka (the read stops and the event is read again later).
 bool RelayImpl::Produce(uint64_t sequence, std::string_view stored) {
   events::v1::Event event;
   if (!event.ParseFromArray(stored.data(), static_cast<int>(stored.size()))) {
-    // The one case where an entry is skipped rather than retried. Bytes that do not parse as
-    // an Event have no key, topic or event_id: no record can be built from them, retrying
-    // cannot change that, and holding them back would stop every later event forever. The
-    // writer never stores such bytes (it serializes an Event in the same batch), so this means
-    // corruption; it is logged with its sequence, counted in stats.failed and deleted with the
-    // acknowledged prefix. Events that parse but look wrong are published as they are.
+    // Bytes that do not parse as an Event have no key, topic or event_id: as with a corrupt
+    // journal entry, the event is skipped (logged, counted in stats.failed).
     failed_.fetch_add(1, std::memory_order_relaxed);
-    log_->error("relay: outbox entry {} ({} bytes) is not an events.v1.Event; skipped", sequence,
+    log_->error("relay: journal event {} ({} bytes) is not an events.v1.Event; skipped", sequence,
                 stored.size());
     window_.Produced(sequence, 0, /*acked=*/true);
     return true;
   }
   uint64_t suppressed = 0;
   if (event.sequence() != sequence && event_warning_log_.Allow(&suppressed)) {
-    log_->warn("relay: outbox entry {} holds an event with sequence {}; sent as {}", sequence,
+    log_->warn("relay: journal event {} holds the sequence {}; sent as {}", sequence,
                event.sequence(), sequence);
   }
   Record r = internal::BuildRecord(event, sequence, stored, options_);
@@ -965,9 +970,9 @@ void RelayImpl::CommitAcked(bool force) {
     commit_pending_ = true;
     return;
   }
+  // Only the cursor: the core's checkpointer deletes the journal entries below it once they
+  // are checkpointed too.
   auto group = store_.NewWriteGroup();
-  group->DeleteRange(Table::kOutbox, storage::EncodeSequence(acked->from),
-                     storage::EncodeSequence(acked->until));
   group->Put(Table::kMeta, storage::meta_keys::kRelayCursor, storage::EncodeSequence(acked->until));
   absl::Status s = store_.Commit(*group, storage::CommitMode::kNoSync);
   last_commit_ = now;
@@ -975,8 +980,7 @@ void RelayImpl::CommitAcked(bool force) {
     commit_pending_ = true;
     uint64_t suppressed = 0;
     if (commit_error_log_.Allow(&suppressed)) {
-      log_->error("relay: cannot delete delivered events from the outbox: {}; retrying",
-                  s.ToString());
+      log_->error("relay: cannot store the relay cursor: {}; retrying", s.ToString());
     }
     return;
   }
@@ -1070,31 +1074,32 @@ RelayStats RelayImpl::stats() const {
   s.next_sequence_to_send = next_read_pub_.load(std::memory_order_relaxed);
   uint64_t cursor = cursor_pub_.load(std::memory_order_relaxed);
 
-  auto next = store_.Get(Table::kMeta, storage::meta_keys::kNextSequence);
-  std::optional<uint64_t> next_seq;
-  if (next.ok() && next->has_value()) next_seq = storage::DecodeSequence(**next);
-  if (next_seq) {
-    s.outbox_depth = *next_seq > cursor ? *next_seq - cursor : 0;
+  if (last_sequence_) {
+    const uint64_t last = last_sequence_();
+    s.outbox_depth = last >= cursor ? last - cursor + 1 : 0;
   } else {
-    // No writer bookkeeping (a store filled by other means): count.
-    (void)store_.Scan(Table::kOutbox, storage::EncodeSequence(cursor), "",
-                      [&](std::string_view, std::string_view) {
-                        ++s.outbox_depth;
-                        return true;
-                      });
+    // No writer to ask (a store filled by other means): count.
+    internal::JournalVisitor count;
+    count.event = [&](uint64_t, std::string_view) {
+      ++s.outbox_depth;
+      return true;
+    };
+    count.corrupt = [](uint64_t, std::string_view) { return true; };
+    (void)internal::ReadJournal(store_, cursor, count);
   }
   if (s.outbox_depth > 0) {
     int64_t oldest = oldest_unacked_ms_.load(std::memory_order_relaxed);
     if (oldest == 0) {
-      (void)store_.Scan(
-          Table::kOutbox, storage::EncodeSequence(cursor), "",
-          [&](std::string_view, std::string_view value) {
-            events::v1::Event e;
-            if (e.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
-              oldest = google::protobuf::util::TimeUtil::TimestampToMilliseconds(e.occurred_at());
-            }
-            return false;
-          });
+      internal::JournalVisitor first;
+      first.event = [&](uint64_t, std::string_view bytes) {
+        events::v1::Event e;
+        if (e.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+          oldest = google::protobuf::util::TimeUtil::TimestampToMilliseconds(e.occurred_at());
+        }
+        return false;
+      };
+      first.corrupt = [](uint64_t, std::string_view) { return true; };
+      (void)internal::ReadJournal(store_, cursor, first);
     }
     if (oldest > 0) s.oldest_undelivered_age_ms = std::max<int64_t>(0, WallMillis() - oldest);
   }
@@ -1120,9 +1125,10 @@ RelayStats RelayImpl::stats() const {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Relay>> Relay::Create(storage::Store& store,
-                                                     const RelayOptions& options) {
+                                                     const RelayOptions& options,
+                                                     std::function<uint64_t()> last_sequence) {
   if (absl::Status s = ValidateOptions(options); !s.ok()) return s;
-  auto relay = std::make_unique<RelayImpl>(store, options);
+  auto relay = std::make_unique<RelayImpl>(store, options, std::move(last_sequence));
   if (absl::Status s = relay->Init(); !s.ok()) return s;
   return std::unique_ptr<Relay>(std::move(relay));
 }

@@ -14,8 +14,8 @@ std::string_view TableName(Table table) {
       return "orders";
     case Table::kIdempotency:
       return "idempotency";
-    case Table::kOutbox:
-      return "outbox";
+    case Table::kJournal:
+      return "journal";
     case Table::kMeta:
       return "meta";
   }

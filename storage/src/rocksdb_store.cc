@@ -224,6 +224,14 @@ class RocksDbStore : public Store {
     std::vector<std::string> existing;
     if (rocksdb::DB::ListColumnFamilies(db_options, options_.path, &existing).ok()) {
       for (const auto& name : existing) {
+        if (name == "outbox") {
+          return absl::FailedPreconditionError(
+              "data dir " + options_.path +
+              " was written by data format 1 (an outbox table, no journal); this server reads "
+              "format " +
+              std::to_string(kFormatVersion) +
+              ": start it on a new data dir (format 1 has no migration)");
+        }
         bool known = false;
         for (const auto& d : descriptors) known |= d.name == name;
         if (!known) {

@@ -1,5 +1,8 @@
 #include "kafka_test_util.h"
 
+#include "internal/v1/records.pb.h"
+#include "util/journal_util.h"
+
 #define LIBRDKAFKA_TYPECHECKS 0
 #include <librdkafka/rdkafka.h>
 #include <unistd.h>
@@ -301,17 +304,16 @@ events::v1::Event OutboxWriter::MakeEvent(uint64_t seq, int keys) const {
 }
 
 void OutboxWriter::Append(int n, int keys) {
+  if (n <= 0) return;
   std::lock_guard lock(mu_);
-  auto group = store_.NewWriteGroup();
+  std::vector<events::v1::Event> events;
   for (int i = 0; i < n; ++i) {
     uint64_t seq = next_++;
-    events::v1::Event e = MakeEvent(seq, keys);
-    std::string bytes = e.SerializeAsString();
-    group->Put(storage::Table::kOutbox, storage::EncodeSequence(seq), bytes);
-    if (retain_) written_[seq] = std::move(bytes);
+    events.push_back(MakeEvent(seq, keys));
+    if (retain_) written_[seq] = events.back().SerializeAsString();
   }
-  group->Put(storage::Table::kMeta, storage::meta_keys::kNextSequence,
-             storage::EncodeSequence(next_));
+  auto group = store_.NewWriteGroup();
+  test_util::PutJournalEntry(*group, events);
   if (!store_.Commit(*group).ok()) std::abort();
 }
 
@@ -319,19 +321,8 @@ void OutboxWriter::AppendRaw(const std::string& bytes) {
   std::lock_guard lock(mu_);
   auto group = store_.NewWriteGroup();
   uint64_t seq = next_++;
-  group->Put(storage::Table::kOutbox, storage::EncodeSequence(seq), bytes);
-  group->Put(storage::Table::kMeta, storage::meta_keys::kNextSequence,
-             storage::EncodeSequence(next_));
+  test_util::PutJournalEvent(*group, seq, bytes);
   written_[seq] = bytes;
-  if (!store_.Commit(*group).ok()) std::abort();
-}
-
-void OutboxWriter::Rewrite(const std::map<uint64_t, std::string>& entries) {
-  std::lock_guard lock(mu_);
-  auto group = store_.NewWriteGroup();
-  for (const auto& [seq, bytes] : entries) {
-    group->Put(storage::Table::kOutbox, storage::EncodeSequence(seq), bytes);
-  }
   if (!store_.Commit(*group).ok()) std::abort();
 }
 
@@ -435,11 +426,16 @@ Summary ReadAndCheck(const RelayOptions& options, const std::string& brokers,
   return sum;
 }
 
-std::map<uint64_t, std::string> OutboxContents(storage::Store& store) {
+std::map<uint64_t, std::string> Undelivered(storage::Store& store) {
+  const uint64_t cursor = std::max<uint64_t>(1, RelayCursor(store));
   std::map<uint64_t, std::string> out;
-  (void)store.Scan(storage::Table::kOutbox, "", "", [&](std::string_view k, std::string_view v) {
-    auto seq = storage::DecodeSequence(k);
-    out[seq.value_or(0)] = std::string(v);
+  (void)store.Scan(storage::Table::kJournal, "", "", [&](std::string_view, std::string_view v) {
+    internal::v1::JournalEntry entry;
+    if (!entry.ParseFromArray(v.data(), static_cast<int>(v.size()))) return true;
+    for (int i = 0; i < entry.events_size(); ++i) {
+      const uint64_t seq = entry.first_sequence() + static_cast<uint64_t>(i);
+      if (seq >= cursor) out[seq] = entry.events(i);
+    }
     return true;
   });
   return out;

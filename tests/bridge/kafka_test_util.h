@@ -92,8 +92,8 @@ Summary ReadAndCheck(const RelayOptions& options, const std::string& brokers,
                      const std::map<uint64_t, std::string>& written,
                      std::chrono::milliseconds timeout, bool json = false, uint64_t lean_count = 0);
 
-// Appends events to the outbox like the core's writer: one WriteGroup per call, with the meta
-// next_sequence in the same group. Thread-safe.
+// Appends events to the journal (the outbox) like the core's writer: one entry per call.
+// Thread-safe.
 class OutboxWriter {
  public:
   explicit OutboxWriter(storage::Store& store, std::string store_id = "0123456789abcdef");
@@ -101,10 +101,8 @@ class OutboxWriter {
   // Appends n valid events; kinds rotate stock / order status / receipt, keys rotate over
   // `keys` SKUs or order ids.
   void Append(int n, int keys = 10);
-  // Appends raw bytes as one outbox entry (for broken entries).
+  // Appends raw bytes as the one event of an entry (for broken events).
   void AppendRaw(const std::string& bytes);
-  // Puts entries again at their old sequences (redelivery tests) without touching meta.
-  void Rewrite(const std::map<uint64_t, std::string>& entries);
 
   // false: remember nothing (written() stays empty), for long runs that measure memory.
   void set_retain(bool retain) { retain_ = retain; }
@@ -122,8 +120,9 @@ class OutboxWriter {
   std::map<uint64_t, std::string> written_;
 };
 
-// The outbox entries (sequence -> bytes) and the relay cursor in the store.
-std::map<uint64_t, std::string> OutboxContents(storage::Store& store);
+// The journal's events from the relay cursor on (sequence -> bytes): what the relay has not
+// delivered yet (without a core, nothing trims the journal), and the cursor.
+std::map<uint64_t, std::string> Undelivered(storage::Store& store);
 uint64_t RelayCursor(storage::Store& store);  // 0 when absent
 
 }  // namespace feed::bridge::test

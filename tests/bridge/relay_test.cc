@@ -168,7 +168,7 @@ TEST_F(RelayTest, DeliversEveryEventOnceWithHeadersInKeyOrder) {
   EXPECT_GT(s.lag_p99_ms, 0);
 
   // The outbox is empty and the cursor points after the last event.
-  EXPECT_TRUE(test::OutboxContents(*store_).empty());
+  EXPECT_TRUE(test::Undelivered(*store_).empty());
   EXPECT_EQ(test::RelayCursor(*store_), writer_->next_sequence());
 
   Summary sum = ReadAndCheck(writer_->written(), 60s);
@@ -204,7 +204,7 @@ TEST_F(RelayTest, SkipsOnlyAnEntryThatIsNotAnEvent) {
   RelayStats s = relay_->stats();
   EXPECT_EQ(s.delivered, 4u);
   EXPECT_EQ(s.failed, 1u);
-  EXPECT_TRUE(test::OutboxContents(*store_).empty());
+  EXPECT_TRUE(test::Undelivered(*store_).empty());
   EXPECT_EQ(test::RelayCursor(*store_), 6u);
   Summary sum = ReadAndCheck(writer_->written(), 30s);
   EXPECT_TRUE(sum.missing.empty());
@@ -316,7 +316,7 @@ TEST_F(RelayTest, RestartMidStreamLosesNothing) {
   // The outbox now holds exactly the sequences from the cursor on.
   std::this_thread::sleep_for(300ms);  // the writer goes on meanwhile
   uint64_t cursor = test::RelayCursor(*store_);
-  auto left = test::OutboxContents(*store_);
+  auto left = test::Undelivered(*store_);
   ASSERT_FALSE(left.empty());
   EXPECT_EQ(left.begin()->first, cursor);
   std::printf("restart: first relay delivered %llu, shut down in %.3f s, cursor %llu, %zu left\n",
@@ -415,7 +415,7 @@ TEST_F(RelayTest, UnreachableBrokerDoesNotBlockStartOrShutdown) {
   double shutdown_s = SecondsSince(t1);
   std::printf("unreachable: shutdown took %.2f s\n", shutdown_s);
   EXPECT_LT(shutdown_s, 4.0);
-  EXPECT_EQ(test::OutboxContents(*store_).size(), 20u);
+  EXPECT_EQ(test::Undelivered(*store_).size(), 20u);
 }
 
 TEST_F(RelayTest, RejectsInvalidOptions) {
@@ -443,9 +443,7 @@ TEST_F(RelayTest, ExampleConsumerPrintsEachEventOnce) {
   ASSERT_TRUE(WaitDrained(*relay_, 60s));
   relay_->Shutdown();
   relay_.reset();
-  // Redeliver everything: the same entries again, cursor back to the start.
-  auto written = writer_->written();
-  writer_->Rewrite(written);
+  // Redeliver everything: the cursor back to the start (the journal still has it all).
   auto group = store_->NewWriteGroup();
   group->Put(storage::Table::kMeta, storage::meta_keys::kRelayCursor, storage::EncodeSequence(1));
   ASSERT_TRUE(store_->Commit(*group).ok());

@@ -268,7 +268,7 @@ TEST_F(SaslRelayTest, DeliversThroughSaslSslAndNeverLogsThePassword) {
   EXPECT_EQ(s.delivered, static_cast<uint64_t>(kBefore + kAfter));
   EXPECT_EQ(s.failed, 0u);
   EXPECT_TRUE(relay_->kafka_reachable());
-  EXPECT_TRUE(test::OutboxContents(*store_).empty());
+  EXPECT_TRUE(test::Undelivered(*store_).empty());
 
   Summary sum = ReadAndCheck(60s);
   EXPECT_TRUE(sum.missing.empty()) << sum.missing.size() << " missing";
@@ -313,7 +313,7 @@ TEST_F(SaslRelayTest, WrongPasswordKeepsEventsUntilThePasswordFileIsFixed) {
   RelayStats down = relay_->stats();
   EXPECT_FALSE(relay_->kafka_reachable());
   EXPECT_EQ(down.outbox_depth, 200u) << StatsString(down);
-  EXPECT_EQ(test::OutboxContents(*store_).size(), 200u);
+  EXPECT_EQ(test::Undelivered(*store_).size(), 200u);
   EXPECT_EQ(StoredRecords(), 0);
 
   // The password file is fixed: the relay notices, replaces its producer and delivers.
@@ -327,7 +327,7 @@ TEST_F(SaslRelayTest, WrongPasswordKeepsEventsUntilThePasswordFileIsFixed) {
   RelayStats s = relay_->stats();
   EXPECT_TRUE(s.kafka_reachable);
   EXPECT_EQ(s.delivered, 200u);
-  EXPECT_TRUE(test::OutboxContents(*store_).empty());
+  EXPECT_TRUE(test::Undelivered(*store_).empty());
   EXPECT_EQ(test::RelayCursor(*store_), writer_->next_sequence());
 
   Summary sum = ReadAndCheck(30s);

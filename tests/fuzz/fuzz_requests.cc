@@ -46,6 +46,7 @@
 #include "fmt/format.h"
 #include "fuzz_common.h"
 #include "google/protobuf/util/message_differencer.h"
+#include "internal/v1/records.pb.h"
 #include "inventory/v1/inventory.pb.h"
 #include "order/v1/order.pb.h"
 #include "spdlog/spdlog.h"
@@ -773,21 +774,29 @@ void World::DoTick(const uint8_t* data, size_t size) {
 }
 
 void World::CheckStore() {
-  // The outbox: gap-free since the last check, event ids "<store id>-<sequence>".
+  // The tables follow the journal at checkpoints: bring them up to date first.
+  if (core_) FUZZ_CHECK(core_->Checkpoint().ok(), "checkpoint");
+  // The journal's events: gap-free since the last check, event ids "<store id>-<sequence>".
   std::map<uint64_t, inv::StockLevel> announced;
   uint64_t expect = outbox_checked_ + 1;
   auto s = store_->Scan(
-      Table::kOutbox, storage::EncodeSequence(outbox_checked_ + 1), "",
+      Table::kJournal, storage::EncodeSequence(outbox_checked_ + 1), "",
       [&](std::string_view key, std::string_view value) {
-        auto seq = storage::DecodeSequence(key);
-        FUZZ_CHECK(seq && *seq == expect, fmt::format("outbox gap: expected {}", expect));
-        events::v1::Event e;
-        FUZZ_CHECK(e.ParseFromArray(value.data(), static_cast<int>(value.size())),
-                   "outbox event does not parse");
-        FUZZ_CHECK(e.sequence() == expect && e.event_id() == fmt::format("{}-{}", kStoreId, expect),
-                   Show(e));
-        if (e.has_stock_changed()) announced[expect] = e.stock_changed().level();
-        ++expect;
+        internal::v1::JournalEntry entry;
+        FUZZ_CHECK(entry.ParseFromArray(value.data(), static_cast<int>(value.size())) &&
+                       storage::DecodeSequence(key) == entry.last_sequence() &&
+                       entry.first_sequence() == expect,
+                   fmt::format("journal gap or bad entry: expected sequence {}", expect));
+        for (const auto& bytes : entry.events()) {
+          events::v1::Event e;
+          FUZZ_CHECK(e.ParseFromString(bytes), "journal event does not parse");
+          FUZZ_CHECK(
+              e.sequence() == expect && e.event_id() == fmt::format("{}-{}", kStoreId, expect),
+              Show(e));
+          if (e.has_stock_changed()) announced[expect] = e.stock_changed().level();
+          ++expect;
+        }
+        FUZZ_CHECK(expect == entry.last_sequence() + 1, "journal entry's event count");
         return true;
       });
   FUZZ_CHECK(s.ok(), ToString(s));
@@ -829,13 +838,14 @@ void World::CheckStore() {
                                ->has_value(),
                fmt::format("a hold names level {}/{} that does not exist", k.first, k.second));
   }
-  // What the relay would do after sending: drop the checked events (keeps snapshots cheap).
+  // What the checkpointer does once the relay has sent them: drop the checked entries (keeps
+  // scans cheap). They are checkpointed already.
   if (last > outbox_checked_) {
     auto group = store_->NewWriteGroup();
-    group->DeleteRange(Table::kOutbox, storage::EncodeSequence(1),
+    group->DeleteRange(Table::kJournal, storage::EncodeSequence(0),
                        storage::EncodeSequence(last + 1));
     FUZZ_CHECK(store_->Commit(*group, storage::CommitMode::kConfigured).ok(),
-               "trimming the outbox");
+               "trimming the journal");
     outbox_checked_ = last;
   }
 }

@@ -40,6 +40,7 @@ TEST_F(CoreTest, EventsAreGapFreeAndOnePerChange) {
       last_version[key] = l.version();
     }
   }
+  ASSERT_OK(core_->Checkpoint());
   auto next = store_.Get(Table::kMeta, storage::meta_keys::kNextSequence);
   ASSERT_TRUE(next.ok() && next->has_value());
   EXPECT_EQ(storage::DecodeSequence(**next), 14u);

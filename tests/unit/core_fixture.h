@@ -2,7 +2,8 @@
 // and a FakeClock, with helpers for each command. The automatic sweep is disabled
 // (sweep_interval_ms = 0): expiry happens only when a test calls ExpireDue.
 //
-// Every test ends with a check of the store's invariants (TearDown): gap-free outbox from 1,
+// Every test ends with a check of the store's invariants (TearDown, after the core's last
+// checkpoint): gap-free journal events from 1,
 // event ids "<store id>-<seq>", meta next_sequence = last + 1, reserved == sum of open holds,
 // available >= 0 unless backorder, and every stored level equal to the level carried by the
 // event that produced it.
@@ -37,6 +38,7 @@
 #include "order/v1/order.pb.h"
 #include "storage/memory_store.h"
 #include "storage/store.h"
+#include "util/journal_util.h"
 
 namespace feed::core_test {
 
@@ -316,19 +318,16 @@ class CoreTest : public ::testing::Test {
     return resp.ok() && resp->levels_size() == 1;
   }
 
-  std::vector<ev::Event> Outbox() {
-    std::vector<ev::Event> out;
-    auto s = store_.Scan(Table::kOutbox, "", "", [&](std::string_view k, std::string_view v) {
-      ev::Event e;
-      EXPECT_TRUE(e.ParseFromArray(v.data(), static_cast<int>(v.size())));
-      EXPECT_EQ(k, storage::EncodeSequence(e.sequence()));
-      out.push_back(std::move(e));
-      return true;
-    });
-    EXPECT_TRUE(s.ok()) << s;
-    return out;
+  // Every event in the journal (the outbox), in order.
+  std::vector<ev::Event> Outbox() { return test_util::JournalEvents(store_); }
+  size_t EventCount() { return Outbox().size(); }
+  // Records in `table` once everything committed is checkpointed into the tables.
+  size_t StoreSize(Table table) {
+    if (core_) {
+      EXPECT_TRUE(core_->Checkpoint().ok());
+    }
+    return store_.Size(table);
   }
-  size_t EventCount() { return store_.Size(Table::kOutbox); }
   // Events with index >= from (sequence > from).
   std::vector<ev::Event> EventsAfter(size_t from) {
     auto all = Outbox();

@@ -54,7 +54,7 @@ TEST_F(CoreTest, SameKeySameRequestIsReplayedWithoutNewEvents) {
   EXPECT_TRUE(o2->replayed());
   EXPECT_EQ(o2->order_id(), o1->order_id());
   EXPECT_EQ(o2->reservation_id(), o1->reservation_id());
-  EXPECT_EQ(store_.Size(Table::kOrders), 1u);
+  EXPECT_EQ(StoreSize(Table::kOrders), 1u);
 
   auto p1 = Pay(o1->order_id(), "ref", "pay-key");
   ASSERT_OK(p1);
@@ -119,10 +119,10 @@ TEST_F(CoreTest, KeyIsFreeAgainAfterRetention) {
 
 TEST_F(CoreTest, FailedCommandCanBeRetriedWithTheSameKey) {
   ASSERT_OK(Adjust("sku-a", 1));
-  size_t records = store_.Size(Table::kIdempotency);
+  size_t records = StoreSize(Table::kIdempotency);
   EXPECT_TRUE(IsError(Reserve({{"sku-a", 5}}, "", "k-1"), absl::StatusCode::kFailedPrecondition,
                       "available 1"));
-  EXPECT_EQ(store_.Size(Table::kIdempotency), records);  // failures record nothing
+  EXPECT_EQ(StoreSize(Table::kIdempotency), records);  // failures record nothing
   ASSERT_OK(Adjust("sku-a", 10));
   auto ok = Reserve({{"sku-a", 5}}, "", "k-1");
   ASSERT_OK(ok);
@@ -133,7 +133,9 @@ TEST_F(CoreTest, FailedCommandCanBeRetriedWithTheSameKey) {
   EXPECT_EQ(again->reservation().reservation_id(), ok->reservation().reservation_id());
   EXPECT_EQ(Level("sku-a").reserved(), 5);
 
-  // The stored record says which method and request it belongs to.
+  // The stored record (in the table once checkpointed) says which method and request it
+  // belongs to.
+  ASSERT_OK(core_->Checkpoint());
   auto stored = store_.Get(Table::kIdempotency, "k-1");
   ASSERT_TRUE(stored.ok() && stored->has_value());
   int64_t created = 0;

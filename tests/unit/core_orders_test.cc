@@ -77,8 +77,8 @@ TEST_F(CoreTest, CreateOrderWithoutStockCreatesNothing) {
   EXPECT_TRUE(IsError(unknown, absl::StatusCode::kNotFound, "sku 'ghost'"));
   EXPECT_THAT(Msg(unknown.status()), HasSubstr("items[0]"));
   EXPECT_EQ(EventCount(), before);
-  EXPECT_EQ(store_.Size(Table::kOrders), 0u);
-  EXPECT_EQ(store_.Size(Table::kHolds), 0u);
+  EXPECT_EQ(StoreSize(Table::kOrders), 0u);
+  EXPECT_EQ(StoreSize(Table::kHolds), 0u);
   EXPECT_EQ(Level("sku-a").reserved(), 0);
 }
 

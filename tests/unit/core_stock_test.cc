@@ -234,8 +234,8 @@ TEST_F(CoreTest, ReserveIsAllOrNothing) {
   EXPECT_EQ(Level("sku-a").version(), 1u);
   EXPECT_EQ(Level("sku-b").reserved(), 0);
   EXPECT_EQ(EventCount(), before);
-  EXPECT_EQ(store_.Size(Table::kHolds), 0u);
   EXPECT_EQ(store_.commits(), commits);  // nothing at all was written
+  EXPECT_EQ(StoreSize(Table::kHolds), 0u);
   EXPECT_EQ(core_->stats().held_reservations, 0u);
 }
 
@@ -309,7 +309,7 @@ TEST_F(CoreTest, GeneratedIdsNeverCollideWithClientChosenIds) {
   ASSERT_OK(order);
   EXPECT_NE(order->reservation_id(), generated->reservation().reservation_id());
   EXPECT_EQ(Level("sku-a").reserved(), 1 + 2 + 4 + 1);
-  EXPECT_EQ(store_.Size(Table::kHolds), 4u);
+  EXPECT_EQ(StoreSize(Table::kHolds), 4u);
   Reopen();
   EXPECT_EQ(Level("sku-a").reserved(), 8);
 }
@@ -346,8 +346,8 @@ TEST_F(CoreTest, CommitDeductsOnHandAndReserved) {
   auto got = core_->GetReservation(id);
   ASSERT_OK(got);
   EXPECT_EQ(got->state(), inv::RESERVATION_STATE_COMMITTED);
-  EXPECT_EQ(store_.Size(Table::kHolds), 0u);
-  EXPECT_EQ(store_.Size(Table::kReservations), 1u);
+  EXPECT_EQ(StoreSize(Table::kHolds), 0u);
+  EXPECT_EQ(StoreSize(Table::kReservations), 1u);
 }
 
 TEST_F(CoreTest, CommitTwiceAndReleaseAfterCommitAreRejected) {

@@ -25,6 +25,7 @@
 #include "inventory/v1/inventory.pb.h"
 #include "storage/rocksdb_store.h"
 #include "storage/store.h"
+#include "util/journal_util.h"
 
 namespace feed {
 namespace {
@@ -100,7 +101,9 @@ class RaceTest : public ::testing::Test {
     }
     return resp->levels(0);
   }
+  // Records in `t` once everything committed is in the tables.
   size_t Count(Table t) {
+    EXPECT_TRUE(core_->Checkpoint().ok());
     size_t n = 0;
     EXPECT_TRUE(store_
                     ->Scan(t, "", "",
@@ -112,6 +115,7 @@ class RaceTest : public ::testing::Test {
     return n;
   }
   std::map<std::string, int64_t> HeldPerSku() {
+    EXPECT_TRUE(core_->Checkpoint().ok());
     std::map<std::string, int64_t> held;
     EXPECT_TRUE(store_
                     ->Scan(Table::kHolds, "", "",
@@ -161,7 +165,7 @@ class RaceTest : public ::testing::Test {
     EXPECT_EQ(level.version(), static_cast<uint64_t>(kUnits) + 1);
     EXPECT_EQ(core_->stats().held_reservations, static_cast<size_t>(kUnits));
     EXPECT_EQ(Count(Table::kHolds), static_cast<size_t>(kUnits));
-    EXPECT_EQ(Count(Table::kOutbox), static_cast<size_t>(kUnits) + 1);
+    EXPECT_EQ(test_util::JournalEvents(*store_).size(), static_cast<size_t>(kUnits) + 1);
     for (const auto& id : ids) {
       auto r = core_->GetReservation(id);
       ASSERT_TRUE(r.ok()) << r.status();

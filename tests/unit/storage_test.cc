@@ -93,7 +93,7 @@ void Put(Store& store, Table t, std::string_view k, std::string_view v) {
 }
 
 constexpr Table kAllTables[] = {Table::kStock,  Table::kHolds,       Table::kReservations,
-                                Table::kOrders, Table::kIdempotency, Table::kOutbox,
+                                Table::kOrders, Table::kIdempotency, Table::kJournal,
                                 Table::kMeta};
 
 // ---------------------------------------------------------------------------------------
@@ -195,15 +195,15 @@ TEST_P(StoreContractTest, ScanWithStartAndPrefix) {
 TEST_P(StoreContractTest, DeleteRangeIsHalfOpen) {
   auto g = store_->NewWriteGroup();
   for (uint64_t i = 1; i <= 10; ++i) {
-    g->Put(Table::kOutbox, EncodeSequence(i), fmt::format("e{}", i));
+    g->Put(Table::kJournal, EncodeSequence(i), fmt::format("e{}", i));
     g->Put(Table::kMeta, EncodeSequence(i), "untouched");
   }
   ASSERT_TRUE(store_->Commit(*g).ok());
   auto d = store_->NewWriteGroup();
-  d->DeleteRange(Table::kOutbox, EncodeSequence(3), EncodeSequence(7));
+  d->DeleteRange(Table::kJournal, EncodeSequence(3), EncodeSequence(7));
   ASSERT_TRUE(store_->Commit(*d).ok());
   std::vector<uint64_t> left;
-  for (const auto& [k, v] : ScanAll(*store_, Table::kOutbox, "", "")) {
+  for (const auto& [k, v] : ScanAll(*store_, Table::kJournal, "", "")) {
     left.push_back(*DecodeSequence(k));
   }
   EXPECT_EQ(left, (std::vector<uint64_t>{1, 2, 7, 8, 9, 10}));
@@ -211,10 +211,10 @@ TEST_P(StoreContractTest, DeleteRangeIsHalfOpen) {
 
   // A range and a put of the same batch: the later operation wins.
   auto d2 = store_->NewWriteGroup();
-  d2->DeleteRange(Table::kOutbox, EncodeSequence(0), EncodeSequence(100));
-  d2->Put(Table::kOutbox, EncodeSequence(50), "after");
+  d2->DeleteRange(Table::kJournal, EncodeSequence(0), EncodeSequence(100));
+  d2->Put(Table::kJournal, EncodeSequence(50), "after");
   ASSERT_TRUE(store_->Commit(*d2).ok());
-  auto rest = ScanAll(*store_, Table::kOutbox, "", "");
+  auto rest = ScanAll(*store_, Table::kJournal, "", "");
   ASSERT_EQ(rest.size(), 1u);
   EXPECT_EQ(rest[0].second, "after");
 }
@@ -225,7 +225,7 @@ TEST_P(StoreContractTest, WriteCountsFollowCommittedGroups) {
   g->Put(Table::kStock, "a", "1");
   g->Put(Table::kHolds, "h", "2");
   g->Delete(Table::kHolds, "gone");
-  g->DeleteRange(Table::kOutbox, EncodeSequence(1), EncodeSequence(9));
+  g->DeleteRange(Table::kJournal, EncodeSequence(1), EncodeSequence(9));
   EXPECT_EQ(g->Operations().puts, 2u);
   EXPECT_EQ(g->Operations().deletes, 1u);
   EXPECT_EQ(g->Operations().range_deletes, 1u);
@@ -246,7 +246,7 @@ TEST_P(StoreContractTest, WriteGroupIsAtomicAcrossTables) {
   Put(*store_, Table::kHolds, "h1", "held");
   auto g = store_->NewWriteGroup();
   g->Put(Table::kStock, "sku", "level");
-  g->Put(Table::kOutbox, EncodeSequence(1), "event");
+  g->Put(Table::kJournal, EncodeSequence(1), "event");
   g->Put(Table::kMeta, "next_sequence", EncodeSequence(2));
   g->Delete(Table::kHolds, "h1");
   g->Put(Table::kReservations, "h1", "closed");
@@ -256,7 +256,7 @@ TEST_P(StoreContractTest, WriteGroupIsAtomicAcrossTables) {
   EXPECT_EQ(GetOrDie(*store_, Table::kHolds, "h1"), "held");
   ASSERT_TRUE(store_->Commit(*g).ok());
   EXPECT_EQ(GetOrDie(*store_, Table::kStock, "sku"), "level");
-  EXPECT_EQ(GetOrDie(*store_, Table::kOutbox, EncodeSequence(1)), "event");
+  EXPECT_EQ(GetOrDie(*store_, Table::kJournal, EncodeSequence(1)), "event");
   EXPECT_EQ(GetOrDie(*store_, Table::kMeta, "next_sequence"), EncodeSequence(2));
   EXPECT_EQ(GetOrDie(*store_, Table::kHolds, "h1"), std::nullopt);
   EXPECT_EQ(GetOrDie(*store_, Table::kReservations, "h1"), "closed");
@@ -280,18 +280,18 @@ TEST_P(StoreContractTest, SnapshotIsIsolatedFromLaterWrites) {
   g->Put(Table::kStock, "k", "v2");
   g->Put(Table::kStock, "k2", "new");
   g->Delete(Table::kStock, "gone");
-  g->Put(Table::kOutbox, EncodeSequence(1), "e1");
+  g->Put(Table::kJournal, EncodeSequence(1), "e1");
   ASSERT_TRUE(store_->Commit(*g).ok());
 
   EXPECT_EQ(GetOrDie(*snap, Table::kStock, "k"), "v1");
   EXPECT_EQ(GetOrDie(*snap, Table::kStock, "k2"), std::nullopt);
   EXPECT_EQ(GetOrDie(*snap, Table::kStock, "gone"), "still here");
-  EXPECT_EQ(GetOrDie(*snap, Table::kOutbox, EncodeSequence(1)), std::nullopt);
+  EXPECT_EQ(GetOrDie(*snap, Table::kJournal, EncodeSequence(1)), std::nullopt);
   auto rows = ScanAll(*snap, Table::kStock, "", "");
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_EQ(rows[0], (std::pair<std::string, std::string>{"gone", "still here"}));
   EXPECT_EQ(rows[1], (std::pair<std::string, std::string>{"k", "v1"}));
-  EXPECT_TRUE(ScanAll(*snap, Table::kOutbox, "", "").empty());
+  EXPECT_TRUE(ScanAll(*snap, Table::kJournal, "", "").empty());
 
   // The store itself sees the new state; a new snapshot too.
   EXPECT_EQ(GetOrDie(*store_, Table::kStock, "k"), "v2");
@@ -307,16 +307,16 @@ TEST_P(StoreContractTest, OutboxScansInSequenceOrder) {
   std::vector<uint64_t> shuffled = seqs;
   std::shuffle(shuffled.begin(), shuffled.end(), std::mt19937_64(7));
   auto g = store_->NewWriteGroup();
-  for (uint64_t s : shuffled) g->Put(Table::kOutbox, EncodeSequence(s), fmt::format("{}", s));
+  for (uint64_t s : shuffled) g->Put(Table::kJournal, EncodeSequence(s), fmt::format("{}", s));
   ASSERT_TRUE(store_->Commit(*g).ok());
   std::vector<uint64_t> read;
-  for (const auto& [k, v] : ScanAll(*store_, Table::kOutbox, "", "")) {
+  for (const auto& [k, v] : ScanAll(*store_, Table::kJournal, "", "")) {
     read.push_back(*DecodeSequence(k));
     EXPECT_EQ(v, fmt::format("{}", read.back()));
   }
   EXPECT_EQ(read, seqs);
   // Resuming from a cursor.
-  auto from = ScanAll(*store_, Table::kOutbox, EncodeSequence(300), "", 2);
+  auto from = ScanAll(*store_, Table::kJournal, EncodeSequence(300), "", 2);
   ASSERT_EQ(from.size(), 2u);
   EXPECT_EQ(DecodeSequence(from[0].first), 65535u);
   EXPECT_EQ(DecodeSequence(from[1].first), 65536u);
@@ -354,11 +354,11 @@ TEST_P(RocksTest, ReopenKeepsData) {
     auto g = store->NewWriteGroup();
     for (Table t : kAllTables) g->Put(t, "k", fmt::format("persisted-{}", TableName(t)));
     for (uint64_t i = 1; i <= 1000; ++i)
-      g->Put(Table::kOutbox, EncodeSequence(i), fmt::format("{}", i));
+      g->Put(Table::kJournal, EncodeSequence(i), fmt::format("{}", i));
     ASSERT_TRUE(store->Commit(*g).ok());
     auto g2 = store->NewWriteGroup();
     g2->Delete(Table::kHolds, "k");
-    g2->DeleteRange(Table::kOutbox, EncodeSequence(1), EncodeSequence(501));
+    g2->DeleteRange(Table::kJournal, EncodeSequence(1), EncodeSequence(501));
     ASSERT_TRUE(store->Commit(*g2, CommitMode::kNoSync).ok());
   }
   for (int round = 0; round < 2; ++round) {
@@ -372,7 +372,7 @@ TEST_P(RocksTest, ReopenKeepsData) {
       }
     }
     // Sequences below 2^16 share six leading zero bytes ("k" does not).
-    auto outbox = ScanAll(*store, Table::kOutbox, "", std::string(6, '\0'));
+    auto outbox = ScanAll(*store, Table::kJournal, "", std::string(6, '\0'));
     ASSERT_EQ(outbox.size(), 500u);
     EXPECT_EQ(DecodeSequence(outbox.front().first), 501u);
     EXPECT_EQ(DecodeSequence(outbox.back().first), 1000u);
@@ -456,7 +456,7 @@ TEST(RocksDeferredCompactionTest, NothingIsCompactedUntilStartCompactions) {
   // 4 MB in 40 groups: with compactions on, level 0 would be compacted every 2 files.
   for (int group = 0; group < 40; ++group) {
     auto g = store.NewWriteGroup();
-    for (int i = 0; i < 100; ++i) g->Put(Table::kOutbox, fmt::format("e-{}-{}", group, i), value);
+    for (int i = 0; i < 100; ++i) g->Put(Table::kJournal, fmt::format("e-{}-{}", group, i), value);
     ASSERT_TRUE(store.Commit(*g).ok());
   }
   // A compaction replaces table files with new ones; flushes only add files.
@@ -475,9 +475,9 @@ TEST(RocksDeferredCompactionTest, NothingIsCompactedUntilStartCompactions) {
   store.StartCompactions();
   EXPECT_TRUE(wait_for(one_is_gone)) << "none of the " << flushed.size()
                                      << " flushed table files was compacted after StartCompactions";
-  EXPECT_EQ(ScanAll(store, Table::kOutbox, "", "").size(), 4000u);
+  EXPECT_EQ(ScanAll(store, Table::kJournal, "", "").size(), 4000u);
   store.StartCompactions();  // a second call changes nothing
-  EXPECT_EQ(GetOrDie(store, Table::kOutbox, "e-39-99"), value);
+  EXPECT_EQ(GetOrDie(store, Table::kJournal, "e-39-99"), value);
 }
 
 TEST(RocksRetentionTest, CompactionDropsExpiredRecordsAndKeepsTheRest) {
@@ -506,7 +506,7 @@ TEST(RocksRetentionTest, CompactionDropsExpiredRecordsAndKeepsTheRest) {
   g->Put(Table::kOrders, "order-old", "old order");
   g->Put(Table::kOrders, "order-new", "new order");
   g->Put(Table::kHolds, "hold", "old, but holds are never filtered");
-  g->Put(Table::kOutbox, EncodeSequence(1), "old, but the outbox is never filtered");
+  g->Put(Table::kJournal, EncodeSequence(1), "old, but the outbox is never filtered");
   g->Put(Table::kIdempotency, "key-old", EncodeTimestamped(now_ms - 120'000, "response"));
   g->Put(Table::kIdempotency, "key-new", EncodeTimestamped(now_ms - 1'000, "response"));
   ASSERT_TRUE(store.Commit(*g).ok());
@@ -521,7 +521,7 @@ TEST(RocksRetentionTest, CompactionDropsExpiredRecordsAndKeepsTheRest) {
   EXPECT_EQ(GetOrDie(store, Table::kOrders, "order-new"), "new order");
   EXPECT_TRUE(GetOrDie(store, Table::kIdempotency, "key-new").has_value());
   EXPECT_TRUE(GetOrDie(store, Table::kHolds, "hold").has_value());
-  EXPECT_TRUE(GetOrDie(store, Table::kOutbox, EncodeSequence(1)).has_value());
+  EXPECT_TRUE(GetOrDie(store, Table::kJournal, EncodeSequence(1)).has_value());
   std::lock_guard lock(asked_mu);
   EXPECT_EQ(asked, (std::set<Table>{Table::kReservations, Table::kOrders}));
 }
@@ -656,7 +656,7 @@ TEST(EncodingTest, TableNames) {
   std::vector<std::string> names;
   for (Table t : kAllTables) names.emplace_back(TableName(t));
   EXPECT_EQ(names, (std::vector<std::string>{"stock", "holds", "reservations", "orders",
-                                             "idempotency", "outbox", "meta"}));
+                                             "idempotency", "journal", "meta"}));
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
-// The outbox relay: reads committed events from the store's outbox (Table::kOutbox) in
-// sequence order and publishes them to Kafka with an idempotent librdkafka producer. An
-// outbox entry is deleted only after its delivery report says the record is persisted
-// (acks=all); the relay's position (meta relay_cursor) survives restarts. While the broker
+// The outbox relay: reads committed events from the store's journal (Table::kJournal, the
+// outbox) in sequence order and publishes them to Kafka with an idempotent librdkafka
+// producer. Its position (meta relay_cursor) moves past an event only after its delivery
+// report says the record is persisted (acks=all), survives restarts, and is what lets the
+// core's checkpointer delete journal entries. While the broker
 // is unreachable the outbox grows on disk and the relay's memory stays bounded by
 // max_in_flight. librdkafka types never leave bridge/src.
 //
@@ -9,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -64,7 +66,7 @@ struct RelayStats {
   // Delivery reports with an error and records librdkafka refused (both retried from the
   // outbox), plus outbox entries skipped because they do not parse as an Event.
   uint64_t failed = 0;
-  uint64_t outbox_depth = 0;              // events committed but not yet deleted from the outbox
+  uint64_t outbox_depth = 0;              // events committed but not yet acknowledged by Kafka
   int64_t oldest_undelivered_age_ms = 0;  // 0 when the outbox is empty
   uint64_t next_sequence_to_send = 0;
   bool kafka_reachable = false;
@@ -78,8 +80,11 @@ class Relay {
   // Validates options and creates the producer. The topics (when create_topics) are created
   // by the relay thread once the broker answers, before the first record is produced.
   // Does not need the broker to be up: an unreachable broker is retried forever.
-  static absl::StatusOr<std::unique_ptr<Relay>> Create(storage::Store& store,
-                                                       const RelayOptions& options);
+  // `last_sequence`, when given, tells the last committed sequence (for stats().outbox_depth;
+  // without it the relay counts the journal's events).
+  static absl::StatusOr<std::unique_ptr<Relay>> Create(
+      storage::Store& store, const RelayOptions& options,
+      std::function<uint64_t()> last_sequence = nullptr);
   virtual ~Relay() = default;
 
   virtual void Start() = 0;

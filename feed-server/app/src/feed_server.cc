@@ -175,7 +175,9 @@ absl::Status FeedServer::Impl::Start() {
   core_ = std::move(*core);
 
   if (!config_.kafka.brokers.empty()) {
-    auto relay = bridge::Relay::Create(*store_, config_.kafka);
+    auto relay = bridge::Relay::Create(*store_, config_.kafka, [core = core_.get()] {
+      return core->change_feed().last_sequence();
+    });
     if (!relay.ok()) return relay.status();
     relay_ = std::move(*relay);
     waker_ = std::make_unique<RelayWaker>(relay_.get());

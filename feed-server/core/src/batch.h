@@ -13,6 +13,7 @@
 #include "google/protobuf/arena.h"
 #include "internal/v1/records.pb.h"
 #include "inventory/v1/inventory.pb.h"
+#include "mutation_log.h"
 #include "order/v1/order.pb.h"
 #include "storage/store.h"
 
@@ -30,11 +31,16 @@ struct Command {
   virtual void Fail(absl::Status status) = 0;
 };
 
-// Everything a round of commands writes, committed as one WriteBatch.
+// Everything a round of commands writes: its table changes and events, committed as one
+// journal entry (journal.h).
 struct Batch {
   uint64_t id = 0;  // increasing; the committer records the last committed one
   std::vector<std::unique_ptr<Command>> commands;
+  // The table changes; once committed, the overlay keeps them until a checkpoint.
+  std::shared_ptr<MutationLog> mutations = std::make_shared<MutationLog>();
+  // What the commit writes: the journal entry (nothing when the batch changed nothing).
   std::unique_ptr<storage::WriteGroup> group;
+  uint64_t last_sequence = 0;  // of its last event (0: none)
   // The batch's events live in one arena (one allocation for many events); each published
   // EventPtr shares ownership of it, so it is freed when the last reader drops its events.
   std::shared_ptr<google::protobuf::Arena> arena;
@@ -50,6 +56,7 @@ struct Batch {
   // The actor of the command being applied (CallContext::actor): set on each event it writes.
   std::string_view actor;
   absl::Status commit_status;  // set by whoever wrote the batch, before it is completed
+  absl::Status broken;         // set by the writer when the batch must not be committed
 };
 
 using BatchPtr = std::shared_ptr<Batch>;

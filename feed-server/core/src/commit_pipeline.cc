@@ -196,6 +196,9 @@ absl::Status CommitPipeline::Write(std::vector<BatchPtr>& batches) {
     if (!failed_.ok()) return failed_;
   }
   const auto started = std::chrono::steady_clock::now();
+  for (const auto& b : batches) {
+    if (!b->broken.ok()) return Fail(b->broken);
+  }
   size_t last_write = batches.size();
   for (size_t i = 0; i < batches.size(); ++i) {
     if (batches[i]->group->Count() > 0) last_write = i;
@@ -205,15 +208,10 @@ absl::Status CommitPipeline::Write(std::vector<BatchPtr>& batches) {
     if (b.group->Count() == 0) continue;
     absl::Status s = store_.Commit(*b.group, i == last_write ? storage::CommitMode::kConfigured
                                                              : storage::CommitMode::kNoSync);
-    if (!s.ok()) {
-      // No caller was told these succeeded; the in-memory state is ahead of the disk.
-      CoreLogger()->critical("commit failed, refusing all further commands: {}", s.ToString());
-      absl::Status failed = absl::UnavailableError(fmt::format(
-          "storage commit failed ({}); the server must restart", std::string(s.message())));
-      std::lock_guard lock(mu_);
-      failed_ = failed;
-      return failed;
-    }
+    if (!s.ok()) return Fail(s);
+  }
+  if (stages_.committed) {
+    for (const auto& b : batches) stages_.committed(*b);
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -228,6 +226,16 @@ absl::Status CommitPipeline::Write(std::vector<BatchPtr>& batches) {
   committed_batch_.store(batches.back()->id, std::memory_order_release);
   batches_written_.fetch_add(1, std::memory_order_relaxed);
   return absl::OkStatus();
+}
+
+// No caller was told these batches succeeded; the in-memory state is ahead of the disk.
+absl::Status CommitPipeline::Fail(const absl::Status& cause) {
+  CoreLogger()->critical("commit failed, refusing all further commands: {}", cause.ToString());
+  absl::Status failed = absl::UnavailableError(fmt::format(
+      "storage commit failed ({}); the server must restart", std::string(cause.message())));
+  std::lock_guard lock(mu_);
+  failed_ = failed;
+  return failed;
 }
 
 // Answers the callers of written batches (or fails them with their commit's error), then

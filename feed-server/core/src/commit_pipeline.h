@@ -9,7 +9,8 @@
 // Threads (named for top -H, perf and gdb):
 //   feed-writer     Apply: the batch's commands against the writer's state; blocks only on
 //                   the commit hand-off when kMaxBatchesInFlight are being written.
-//   feed-committer  Store::Commit of every waiting batch, the last one syncing the WAL.
+//   feed-committer  Store::Commit of every waiting batch (one journal entry each), the last one
+//                   syncing the WAL; then Stages::committed (the overlay takes the records).
 //   feed-completer  each command's Complete (the callers' `done`), then hands the events on;
 //                   blocks when kMaxUnpublishedEvents wait for the publisher.
 //   feed-publisher  Publish: all waiting events in one publication, in sequence order.
@@ -48,6 +49,9 @@ class CommitPipeline {
     // Writer thread: applies `commands` (and, when `sweep`, the expiry sweep) and returns
     // the batch to commit, which owns the commands.
     std::function<BatchPtr(std::vector<std::unique_ptr<Command>>& commands, bool sweep)> apply;
+    // The thread that wrote it (committer, or writer when idle), in commit order, before its
+    // callers are answered: the batch is durable.
+    std::function<void(const Batch& batch)> committed;
     // Publisher thread: events of answered commands, in sequence order.
     std::function<void(const std::vector<EventPtr>& events)> publish;
   };
@@ -88,6 +92,8 @@ class CommitPipeline {
   bool WriterMayApply() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RunBatch(std::vector<std::unique_ptr<Command>>& commands, bool sweep);
   absl::Status Write(std::vector<BatchPtr>& batches);
+  // Stops the pipeline for good after a failed commit.
+  absl::Status Fail(const absl::Status& cause);
   void Complete(const std::vector<BatchPtr>& batches);
 
   storage::Store& store_;

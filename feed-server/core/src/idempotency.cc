@@ -39,7 +39,7 @@ absl::StatusOr<std::optional<internal::v1::IdempotencyRecord>> WriterState::Find
         return it == batch.idempotency.end() ? nullptr : &it->second;
       });
   if (overlaid != nullptr) return *overlaid;
-  auto stored = store_.Get(storage::Table::kIdempotency, key);
+  auto stored = overlay_.Get(storage::Table::kIdempotency, key);
   if (!stored.ok()) return stored.status();
   if (!stored->has_value()) return std::optional<internal::v1::IdempotencyRecord>();
   int64_t created_at_ms = 0;

@@ -65,8 +65,8 @@ absl::StatusOr<Resp> WriterState::RunIdempotent(std::string_view method, uint64_
     record.set_fingerprint(fingerprint);
     response.SerializeToString(record.mutable_response());
     record.set_created_at_ms(b.now_ms);
-    b.group->Put(storage::Table::kIdempotency, key,
-                 Serialized(record, storage::EncodeTimestamped(b.now_ms, {})));
+    b.mutations->PutMessage(storage::Table::kIdempotency, key, record,
+                            storage::EncodeTimestamped(b.now_ms, {}));
     b.idempotency[key] = std::move(record);
   }
   return response;

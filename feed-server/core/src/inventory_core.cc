@@ -3,12 +3,16 @@
 // contract, commit_pipeline.h for the threads, writer_state.h for the state they change.
 #include "core/inventory_core.h"
 
+#include "checkpointer.h"
 #include "commit_pipeline.h"
 #include "core/history.h"
+#include "core/level_key.h"
 #include "core/validation.h"
 #include "fmt/format.h"
 #include "idempotency.h"
+#include "logging.h"
 #include "reads.h"
+#include "table_overlay.h"
 #include "writer_state.h"
 
 namespace feed::core {
@@ -78,11 +82,11 @@ struct ExpireCommand final : Command {
   void Fail(absl::Status status) override { std::move(done)(std::move(status)); }
 };
 
-// A snapshot of the levels matching a filter, as of the store's last committed sequence.
-class StoreStockSnapshot final : public InventoryCore::StockSnapshot {
+// A snapshot of the levels matching a filter, as of the last committed sequence.
+class OverlayStockSnapshot final : public InventoryCore::StockSnapshot {
  public:
-  StoreStockSnapshot(std::unique_ptr<storage::ReadView> view, uint64_t as_of,
-                     std::vector<inventory::v1::StockKey> filter)
+  OverlayStockSnapshot(std::unique_ptr<storage::ReadView> view, uint64_t as_of,
+                       std::vector<inventory::v1::StockKey> filter)
       : view_(std::move(view)), as_of_(as_of), reader_(*view_, std::move(filter)) {}
   uint64_t as_of_sequence() const override { return as_of_; }
   absl::StatusOr<bool> Next(size_t max, std::vector<inventory::v1::StockLevel>* out) override {
@@ -104,12 +108,19 @@ class InventoryCore::Impl {
         clock_(clock),
         options_(options),
         feed_(options.change_feed_retention),
-        writer_(store, clock, options_),
+        overlay_(store),
+        checkpointer_(store, overlay_, options_),
+        writer_(store, overlay_, clock, options_),
         pipeline_(store, clock, options_,
                   CommitPipeline::Stages{
                       .apply =
                           [this](std::vector<std::unique_ptr<Command>>& commands, bool sweep) {
                             return writer_.Apply(commands, sweep, pipeline_.committed_batch());
+                          },
+                      .committed =
+                          [this](const Batch& b) {
+                            if (b.last_sequence == 0) return;
+                            checkpointer_.Committed(overlay_.Apply(b.mutations, b.last_sequence));
                           },
                       .publish =
                           [this](const std::vector<EventPtr>& events) { feed_.Publish(events); }}) {
@@ -137,6 +148,8 @@ class InventoryCore::Impl {
   const Clock& clock_;
   const CoreOptions options_;
   ChangeFeed feed_;
+  TableOverlay overlay_;
+  Checkpointer checkpointer_;
   WriterState writer_;  // the writer thread's, once the pipeline runs
   CommitPipeline pipeline_;
 };
@@ -150,17 +163,34 @@ absl::StatusOr<std::unique_ptr<InventoryCore>> InventoryCore::Open(storage::Stor
   if (options.max_batch_commands == 0) {
     return absl::InvalidArgumentError("max_batch_commands must be at least 1");
   }
+  if (options.checkpoint_bytes == 0) {
+    return absl::InvalidArgumentError("checkpoint_bytes must be at least 1");
+  }
   auto impl = std::make_unique<Impl>(store, clock, options);
-  absl::StatusOr<uint64_t> last_sequence = impl->writer_.Recover();
+  absl::StatusOr<WriterState::Recovered> recovered = impl->writer_.Recover();
   // Compaction was held back (if the store defers it) while recovery read every table.
   store.StartCompactions();
-  if (!last_sequence.ok()) return last_sequence.status();
-  impl->feed_.Reset(*last_sequence);
+  if (!recovered.ok()) return recovered.status();
+  impl->overlay_.SetLastSequence(recovered->last_sequence);
+  impl->checkpointer_.Start(recovered->checkpoint_sequence);
+  // What was replayed goes into the tables now: the store at rest after any start is whole.
+  if (recovered->replayed_entries > 0) {
+    if (absl::Status s = impl->checkpointer_.Checkpoint(); !s.ok()) return s;
+  }
+  impl->feed_.Reset(recovered->last_sequence);
   impl->pipeline_.Start();
   return std::unique_ptr<InventoryCore>(new InventoryCore(std::move(impl)));
 }
 
-void InventoryCore::Shutdown() { impl_->pipeline_.Shutdown(); }
+void InventoryCore::Shutdown() {
+  impl_->pipeline_.Shutdown();
+  if (absl::Status s = impl_->checkpointer_.Shutdown(); !s.ok()) {
+    CoreLogger()->error("last checkpoint failed: {}; the next start replays the journal",
+                        s.ToString());
+  }
+}
+
+absl::Status InventoryCore::Checkpoint() { return impl_->checkpointer_.Checkpoint(); }
 
 void InventoryCore::AdjustStock(inventory::v1::AdjustStockRequest request,
                                 Done<inventory::v1::AdjustStockResponse> done, CallContext call) {
@@ -224,34 +254,45 @@ absl::StatusOr<inventory::v1::GetStockResponse> InventoryCore::GetStock(
     return GetStock(expanded);
   }
   if (absl::Status s = ValidateGetStock(request, impl_->options_); !s.ok()) return s;
-  auto view = impl_->store_.Snapshot();
-  LevelReader reader(*view, {request.keys().begin(), request.keys().end()});
-  std::vector<inventory::v1::StockLevel> levels;
   inventory::v1::GetStockResponse response;
-  auto read = reader.Next(SIZE_MAX, &levels,
-                          [&](const inventory::v1::StockKey& k) { *response.add_missing() = k; });
-  if (!read.ok()) return read.status();
-  for (auto& l : levels) *response.add_levels() = std::move(l);
+  absl::Status s = impl_->overlay_.Read([&](const storage::ReadView& view, uint64_t) {
+    LevelReader reader(view, {request.keys().begin(), request.keys().end()});
+    std::vector<inventory::v1::StockLevel> levels;
+    auto read = reader.Next(SIZE_MAX, &levels,
+                            [&](const inventory::v1::StockKey& k) { *response.add_missing() = k; });
+    if (!read.ok()) return read.status();
+    for (auto& l : levels) *response.add_levels() = std::move(l);
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s;
   return response;
 }
 
 absl::StatusOr<Reservation> InventoryCore::GetReservation(std::string_view id) const {
   if (absl::Status s = ValidateId("reservation_id", id, impl_->options_.limits); !s.ok()) return s;
-  auto view = impl_->store_.Snapshot();
   const int64_t now_ms = impl_->clock_.NowMillis();
-  for (Table t : {Table::kHolds, Table::kReservations}) {
-    auto r = ReadHistoryRecord<Reservation>(view->Get(t, id), "reservation", &ReservationExpired,
-                                            now_ms, impl_->options_.history_retention_ms);
-    if (!r.ok()) return r.status();
-    if (r->has_value()) return std::move(**r);
-  }
-  return absl::NotFoundError(fmt::format("reservation '{}' not found", id));
+  std::optional<Reservation> found;
+  absl::Status s = impl_->overlay_.Read([&](const storage::ReadView& view, uint64_t) {
+    for (Table t : {Table::kHolds, Table::kReservations}) {
+      auto r = ReadHistoryRecord<Reservation>(view.Get(t, id), "reservation", &ReservationExpired,
+                                              now_ms, impl_->options_.history_retention_ms);
+      if (!r.ok()) return r.status();
+      if (r->has_value()) {
+        found = std::move(**r);
+        break;
+      }
+    }
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s;
+  if (!found) return absl::NotFoundError(fmt::format("reservation '{}' not found", id));
+  return *std::move(found);
 }
 
 absl::StatusOr<Order> InventoryCore::GetOrder(std::string_view id) const {
   if (absl::Status s = ValidateId("order_id", id, impl_->options_.limits); !s.ok()) return s;
   auto o =
-      ReadHistoryRecord<Order>(impl_->store_.Get(Table::kOrders, id), "order", &OrderExpired,
+      ReadHistoryRecord<Order>(impl_->overlay_.Get(Table::kOrders, id), "order", &OrderExpired,
                                impl_->clock_.NowMillis(), impl_->options_.history_retention_ms);
   if (!o.ok()) return o.status();
   if (!o->has_value()) return absl::NotFoundError(fmt::format("order '{}' not found", id));
@@ -260,17 +301,15 @@ absl::StatusOr<Order> InventoryCore::GetOrder(std::string_view id) const {
 
 absl::StatusOr<std::unique_ptr<InventoryCore::StockSnapshot>> InventoryCore::OpenStockSnapshot(
     std::vector<inventory::v1::StockKey> filter) const {
-  auto view = impl_->store_.Snapshot();
-  auto next = view->Get(Table::kMeta, storage::meta_keys::kNextSequence);
-  if (!next.ok()) return next.status();
-  uint64_t as_of = 0;
-  if (next->has_value()) {
-    auto seq = storage::DecodeSequence(**next);
-    if (!seq) return absl::DataLossError("meta next_sequence is corrupt");
-    as_of = *seq - 1;
+  std::vector<TableOverlay::KeyRange> ranges;
+  ranges.reserve(filter.size());
+  for (const auto& k : filter) {
+    ranges.push_back({LevelKey(k.sku(), k.location()), k.location().empty()});
   }
+  uint64_t as_of = 0;
+  auto view = impl_->overlay_.Snapshot(Table::kStock, ranges, &as_of);
   return std::unique_ptr<StockSnapshot>(
-      new StoreStockSnapshot(std::move(view), as_of, std::move(filter)));
+      new OverlayStockSnapshot(std::move(view), as_of, std::move(filter)));
 }
 
 ChangeFeed& InventoryCore::change_feed() { return impl_->feed_; }
@@ -287,6 +326,11 @@ CoreStats InventoryCore::stats() const {
   s.last_sequence = impl_->feed_.last_sequence();
   s.unpublished_events = p.unpublished_events();
   s.queue_depth = p.queue_depth();
+  const TableOverlay::Size overlay = impl_->overlay_.size();
+  s.overlay_records = overlay.records;
+  s.overlay_bytes = overlay.bytes;
+  s.checkpoints = impl_->checkpointer_.checkpoints();
+  s.checkpoint_sequence = impl_->checkpointer_.checkpoint_sequence();
   return s;
 }
 

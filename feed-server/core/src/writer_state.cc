@@ -7,6 +7,7 @@
 #include "core/level_key.h"
 #include "core/validation.h"
 #include "google/protobuf/util/time_util.h"
+#include "journal.h"
 
 namespace feed::core {
 
@@ -33,30 +34,27 @@ BatchPtr WriterState::Apply(std::vector<std::unique_ptr<Command>>& commands, boo
     ExpireResult ignored;
     DoExpire(b, ignored);
   }
+  MutationLog& log = *b.mutations;
   for (const auto& key : b.dirty_levels) {
     FillLevel(key, levels_[key], &level_buffer_);
-    b.group->Put(Table::kStock, key, Serialized(level_buffer_));
+    log.PutMessage(Table::kStock, key, level_buffer_);
   }
-  for (const auto& id : b.dirty_orders) b.group->Put(Table::kOrders, id, Serialized(b.orders[id]));
-  for (const auto& e : b.events) {
-    b.group->Put(Table::kOutbox, storage::EncodeSequence(e->sequence()), Serialized(*e));
-  }
-  if (b.group->Count() > 0) {
-    b.group->Put(Table::kMeta, storage::meta_keys::kNextSequence,
-                 storage::EncodeSequence(next_sequence_));
+  for (const auto& id : b.dirty_orders) log.PutMessage(Table::kOrders, id, b.orders[id]);
+  if (!b.events.empty()) {
+    b.last_sequence = b.events.back()->sequence();
+    EncodeJournalEntry(b.events, log, &record_buffer_);
+    b.group->Put(Table::kJournal, storage::EncodeSequence(b.last_sequence), record_buffer_);
+  } else if (!log.empty()) {
+    // Every change has its event (DESIGN section 3): a batch that changes a table without
+    // one has no journal key. Refuse it rather than lose it; the pipeline stops (restart).
+    b.broken =
+        absl::InternalError("a batch changed the tables without an event; the server must restart");
   }
   b.commands = std::move(commands);
   stat_holds_.store(holds_.size(), std::memory_order_relaxed);
   stat_levels_.store(levels_.size(), std::memory_order_relaxed);
   uncommitted_.push_back(batch);
   return batch;
-}
-
-std::string_view WriterState::Serialized(const google::protobuf::MessageLite& message,
-                                         std::string_view prefix) {
-  record_buffer_.assign(prefix);
-  message.AppendToString(&record_buffer_);
-  return record_buffer_;
 }
 
 Event* WriterState::NewEvent(Batch& b, std::string_view type, std::string key) {
@@ -156,7 +154,7 @@ absl::StatusOr<std::optional<Reservation>> WriterState::FindClosed(Batch& b,
   });
   if (overlaid != nullptr) return *overlaid;
   // Past the history retention a closed reservation is gone: its id is free again.
-  return ReadHistoryRecord<Reservation>(store_.Get(Table::kReservations, id), "reservation",
+  return ReadHistoryRecord<Reservation>(overlay_.Get(Table::kReservations, id), "reservation",
                                         &ReservationExpired, b.now_ms,
                                         options_.history_retention_ms);
 }
@@ -197,7 +195,7 @@ absl::StatusOr<OpenHold*> WriterState::HoldLines(
                 levels ? levels->Add() : nullptr);
   }
   FillReservation(hold, &reservation_buffer_);
-  b.group->Put(Table::kHolds, hold.first, Serialized(reservation_buffer_));
+  b.mutations->PutMessage(Table::kHolds, hold.first, reservation_buffer_, {}, /*fresh=*/true);
   expiry_index_.emplace(h.expires_at_ms, hold.first);
   return &hold;
 }
@@ -241,8 +239,8 @@ Reservation WriterState::CloseHold(Batch& b, OpenHold& hold, inventory::v1::Rese
   closed.set_state(state);
   closed.set_closed_at_ms(b.now_ms);
   closed.set_close_reason(reason);
-  b.group->Delete(Table::kHolds, closed.reservation_id());
-  b.group->Put(Table::kReservations, closed.reservation_id(), Serialized(closed));
+  b.mutations->Delete(Table::kHolds, closed.reservation_id());
+  b.mutations->PutMessage(Table::kReservations, closed.reservation_id(), closed);
   b.closed[closed.reservation_id()] = closed;
   return closed;
 }
@@ -255,7 +253,7 @@ absl::StatusOr<Order*> WriterState::LoadOrder(Batch& b, const std::string& id) {
     return it == batch.orders.end() ? nullptr : &it->second;
   });
   if (overlaid != nullptr) return &(b.orders[id] = *overlaid);
-  auto stored = ReadHistoryRecord<Order>(store_.Get(Table::kOrders, id), "order", &OrderExpired,
+  auto stored = ReadHistoryRecord<Order>(overlay_.Get(Table::kOrders, id), "order", &OrderExpired,
                                          b.now_ms, options_.history_retention_ms);
   if (!stored.ok()) return stored.status();
   if (!stored->has_value()) return absl::NotFoundError(fmt::format("order '{}' not found", id));

@@ -26,6 +26,7 @@
 #include "core/options.h"
 #include "records.h"
 #include "storage/store.h"
+#include "table_overlay.h"
 
 namespace feed::core {
 
@@ -41,12 +42,20 @@ struct LevelChange {
 
 class WriterState {
  public:
-  WriterState(storage::Store& store, const Clock& clock, const CoreOptions& options)
-      : store_(store), clock_(clock), options_(options) {}
+  // Records not in the store's tables yet are read through `overlay`.
+  WriterState(storage::Store& store, TableOverlay& overlay, const Clock& clock,
+              const CoreOptions& options)
+      : store_(store), overlay_(overlay), clock_(clock), options_(options) {}
 
-  // Before the pipeline starts: reads the store (levels, open holds, sequence, store id) and
-  // checks the invariants of DESIGN section 3. Returns the last committed sequence.
-  absl::StatusOr<uint64_t> Recover();
+  // Before the pipeline starts: reads the tables (levels, open holds, as of the last
+  // checkpoint), replays the journal entries after it into this state and the overlay, and
+  // checks the invariants of DESIGN section 3.
+  struct Recovered {
+    uint64_t last_sequence = 0;        // the last committed sequence
+    uint64_t checkpoint_sequence = 0;  // what the tables include
+    size_t replayed_entries = 0;
+  };
+  absl::StatusOr<Recovered> Recover();
 
   // Writer thread: runs `commands` (and the expiry sweep) into a new batch, which takes the
   // commands. `committed_batch` is the newest batch known to be committed (its overlays and
@@ -86,9 +95,12 @@ class WriterState {
 
  private:
   events::v1::Event* NewEvent(Batch& b, std::string_view type, std::string key);
-  // `message` serialized into record_buffer_ (after `prefix`), valid until the next call.
-  std::string_view Serialized(const google::protobuf::MessageLite& message,
-                              std::string_view prefix = {});
+  // Recovery: the store's meta (store id, format, sequences), its levels and open holds, the
+  // journal after the checkpoint, the indexes and the invariants.
+  absl::Status RecoverMeta(uint64_t* checkpoint_sequence);
+  absl::Status LoadTables();
+  absl::StatusOr<size_t> ReplayJournal(uint64_t checkpoint_sequence);
+  absl::Status CheckInvariants();
   void ChangeLevel(Batch& b, const std::string& key, Level& level, const LevelChange& change,
                    inventory::v1::StockLevel* out);
   absl::Status CheckQuantities(const std::vector<AggregatedLine>& lines) const;
@@ -127,6 +139,7 @@ class WriterState {
   }
 
   storage::Store& store_;
+  TableOverlay& overlay_;
   const Clock& clock_;
   const CoreOptions& options_;
 
@@ -143,8 +156,8 @@ class WriterState {
   // Batches handed on and not yet known to be committed, oldest first: their overlays stay
   // visible to lookups until the store has their writes.
   std::deque<BatchPtr> uncommitted_;
-  // Reused for every record written: WriteGroup::Put copies the bytes, and a reused buffer
-  // and message keep their capacity, so steady state allocates nothing here.
+  // Reused for every batch's journal entry and record: WriteGroup::Put and MutationLog copy
+  // the bytes, and a reused buffer and message keep their capacity.
   std::string record_buffer_;
   inventory::v1::StockLevel level_buffer_;
   inventory::v1::Reservation reservation_buffer_;

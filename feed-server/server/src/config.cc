@@ -64,6 +64,15 @@ absl::StatusOr<ParseResult> ParseServerConfig(int argc, char** argv) {
                      "events kept in memory for stream resume")
           ->check(CLI::Range(0, 10000000)),
       "FEED_CHANGE_FEED_RETENTION");
+  env(app.add_option("--checkpoint-interval-ms", o.checkpoint_interval_ms,
+                     "how often committed records move from the journal into the tables")
+          ->check(CLI::Range(int64_t{10}, int64_t{3600000})),
+      "FEED_CHECKPOINT_INTERVAL_MS");
+  env(app.add_option("--checkpoint-bytes", o.checkpoint_bytes,
+                     "journal bytes since the last checkpoint that start the next one at once "
+                     "(bounds memory and the replay after a crash)")
+          ->check(CLI::Range(size_t{1} << 16, size_t{1} << 32)),
+      "FEED_CHECKPOINT_BYTES");
   env(app.add_option("--sweep-interval-ms", o.sweep_interval_ms, "hold expiry sweep period")
           ->check(CLI::Range(int64_t{10}, int64_t{3600000})),
       "FEED_SWEEP_INTERVAL_MS");

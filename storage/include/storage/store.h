@@ -19,14 +19,17 @@
 
 namespace feed::storage {
 
-// One RocksDB column family each.
+// One RocksDB column family each. The tables other than kJournal and kMeta hold the state as
+// of the last checkpoint (meta checkpoint_sequence); the journal entries after it hold the
+// rest (the core's checkpointer moves them into the tables; recovery replays them).
 enum class Table : int {
   kStock = 0,     // (sku, location) -> inventory.v1.StockLevel
   kHolds,         // reservation id -> inventory.v1.Reservation, HELD ones only
   kReservations,  // reservation id -> inventory.v1.Reservation, closed ones
   kOrders,        // order id -> order.v1.Order
   kIdempotency,   // method/key -> timestamped feed.internal.v1.IdempotencyRecord
-  kOutbox,        // big-endian sequence -> events.v1.Event
+  kJournal,       // big-endian last sequence -> feed.internal.v1.JournalEntry (one per
+                  // committed batch: the outbox and the recovery log at once)
   kMeta,          // named counters and cursors (meta_keys below)
 };
 inline constexpr int kTableCount = 7;
@@ -139,9 +142,18 @@ std::string EncodeTimestamped(int64_t created_at_ms, std::string_view payload);
 bool DecodeTimestamped(std::string_view value, int64_t* created_at_ms, std::string_view* payload);
 
 namespace meta_keys {
-inline constexpr std::string_view kNextSequence = "next_sequence";  // EncodeSequence
-inline constexpr std::string_view kStoreId = "store_id";            // 16 hex chars
-inline constexpr std::string_view kRelayCursor = "relay_cursor";    // EncodeSequence: next to send
+// The next sequence as of the last checkpoint (EncodeSequence); the journal may be ahead.
+inline constexpr std::string_view kNextSequence = "next_sequence";
+inline constexpr std::string_view kStoreId = "store_id";          // 16 hex chars
+inline constexpr std::string_view kRelayCursor = "relay_cursor";  // EncodeSequence: next to send
+// The last sequence whose batch the tables include (EncodeSequence); absent: 0.
+inline constexpr std::string_view kCheckpointSequence = "checkpoint_sequence";
+// The store's data format (EncodeSequence); see kFormatVersion.
+inline constexpr std::string_view kFormatVersion = "format_version";
 }  // namespace meta_keys
+
+// The data format this build writes and reads: 2 = tables checkpointed from a journal.
+// (Format 1 had an "outbox" table of single events and no format_version record.)
+inline constexpr uint64_t kFormatVersion = 2;
 
 }  // namespace feed::storage

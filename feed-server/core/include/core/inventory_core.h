@@ -5,17 +5,19 @@
 // a command and returns; `done` runs once the result is durable, and must not block.
 //
 // Threads (src/commit_pipeline.h has the stage rules):
-// | thread          | runs                                                 | may block on |
-// |-----------------|------------------------------------------------------|------------------------------|
-// | feed-writer     | the commands against the in-memory state, one batch  | a full commit hand-off
-// (16   | |                 | at a time; writes and answers a batch itself when    | batches in
-// flight)           | |                 | everything is idle (then `done` runs here)           | |
-// | feed-committer  | Store::Commit of every waiting batch, one WAL sync   | the disk; a full
-// completion  | |                 |                                                      | hand-off
-// | | feed-completer  | each command's `done`, in commit order               | a publisher 64k
-// events behind| | feed-publisher  | ChangeFeed::Publish: every ChangeListener::OnEvents  |
-// whatever the listeners do    | | callers         | validation, Fingerprint, GetStock and the
-// other reads| the store (reads)            |
+// clang-format off
+//   feed-writer      the commands against the in-memory state, one batch at a time; writes
+//                    and answers a batch itself when everything is idle (then `done` runs
+//                    here). Blocks on a full commit hand-off (16 batches in flight).
+//   feed-committer   Store::Commit of every waiting batch (one journal entry each), one WAL
+//                    sync; the overlay takes their records. Blocks on the disk.
+//   feed-completer   each command's `done`, in commit order. Blocks when the publisher is
+//                    64k events behind.
+//   feed-publisher   ChangeFeed::Publish: every ChangeListener::OnEvents.
+//   feed-checkpoint  the overlay's records into the store's tables; journal trimming.
+//   callers          validation, Fingerprint, GetStock and the other reads (the overlay,
+//                    then the store).
+// clang-format on
 //
 // Idempotency: a mutation whose request carries an idempotency_key is applied at most once
 // per key within options.idempotency_retention_ms; the same key with the same request gets
@@ -86,6 +88,12 @@ struct CoreStats {
   size_t held_reservations = 0;
   size_t stock_levels = 0;
   uint64_t last_sequence = 0;
+  // Committed records not yet in the store's tables (they are in the journal), and the last
+  // checkpoint that moved such records there.
+  size_t overlay_records = 0;
+  size_t overlay_bytes = 0;
+  uint64_t checkpoints = 0;
+  uint64_t checkpoint_sequence = 0;
 };
 
 class InventoryCore {
@@ -100,8 +108,13 @@ class InventoryCore {
   ~InventoryCore();
 
   // Stops accepting commands (UNAVAILABLE), applies and completes those already queued,
-  // stops the writer. Idempotent.
+  // stops the writer, and writes a last checkpoint. Idempotent.
   void Shutdown();
+
+  // Writes every record committed before the call into the store's tables (which otherwise
+  // follow the journal by up to options.checkpoint_interval_ms); returns once they are there.
+  // Commands keep flowing meanwhile. Any thread.
+  absl::Status Checkpoint();
 
   void AdjustStock(inventory::v1::AdjustStockRequest request,
                    Done<inventory::v1::AdjustStockResponse> done, CallContext call = {});

@@ -1,0 +1,121 @@
+#include "journal.h"
+
+#include "fmt/format.h"
+
+namespace feed::core {
+namespace {
+
+// Wire types and field tags of JournalEntry and JournalMutation (records.proto).
+constexpr uint8_t kEntryFirstSequence = (1 << 3) | 1;  // fixed64
+constexpr uint8_t kEntryLastSequence = (2 << 3) | 1;   // fixed64
+constexpr uint8_t kEntryEvent = (3 << 3) | 2;          // bytes
+constexpr uint8_t kEntryMutation = (4 << 3) | 2;       // message
+constexpr uint8_t kMutationTable = (1 << 3) | 0;       // varint
+constexpr uint8_t kMutationKey = (2 << 3) | 2;         // bytes
+constexpr uint8_t kMutationValue = (3 << 3) | 2;       // bytes
+constexpr uint8_t kMutationDeleted = (4 << 3) | 0;     // varint
+
+size_t VarintSize(uint64_t v) {
+  size_t n = 1;
+  while (v >= 0x80) {
+    v >>= 7;
+    ++n;
+  }
+  return n;
+}
+
+void AppendVarint(std::string* out, uint64_t v) {
+  while (v >= 0x80) {
+    out->push_back(static_cast<char>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  out->push_back(static_cast<char>(v));
+}
+
+void AppendFixed64(std::string* out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
+void AppendBytes(std::string* out, uint8_t tag, std::string_view bytes) {
+  out->push_back(static_cast<char>(tag));
+  AppendVarint(out, bytes.size());
+  out->append(bytes);
+}
+
+}  // namespace
+
+void EncodeJournalEntry(const std::vector<std::shared_ptr<events::v1::Event>>& events,
+                        const MutationLog& mutations, std::string* out) {
+  out->clear();
+  if (!events.empty()) {
+    out->push_back(static_cast<char>(kEntryFirstSequence));
+    AppendFixed64(out, events.front()->sequence());
+    out->push_back(static_cast<char>(kEntryLastSequence));
+    AppendFixed64(out, events.back()->sequence());
+  }
+  for (const auto& e : events) {
+    const size_t size = e->ByteSizeLong();
+    out->push_back(static_cast<char>(kEntryEvent));
+    AppendVarint(out, size);
+    const size_t at = out->size();
+    out->resize(at + size);
+    e->SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(out->data() + at));
+  }
+  for (const auto& op : mutations.ops()) {
+    const std::string_view key = mutations.key(op);
+    const std::string_view value = mutations.value(op);
+    const auto table = static_cast<uint64_t>(op.table);
+    size_t size = 1 + VarintSize(table) + 1 + VarintSize(key.size()) + key.size();
+    if (op.deleted) {
+      size += 2;
+    } else {
+      size += 1 + VarintSize(value.size()) + value.size();
+    }
+    out->push_back(static_cast<char>(kEntryMutation));
+    AppendVarint(out, size);
+    out->push_back(static_cast<char>(kMutationTable));
+    AppendVarint(out, table);
+    AppendBytes(out, kMutationKey, key);
+    if (op.deleted) {
+      out->push_back(static_cast<char>(kMutationDeleted));
+      out->push_back(1);
+    } else {
+      AppendBytes(out, kMutationValue, value);
+    }
+  }
+}
+
+absl::StatusOr<ReplayedEntry> DecodeJournalEntry(std::string_view key, std::string_view value) {
+  const std::optional<uint64_t> keyed = storage::DecodeSequence(key);
+  internal::v1::JournalEntry entry;
+  if (!keyed || !entry.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
+    return absl::DataLossError(fmt::format(
+        "journal entry of {} bytes under key of {} bytes is corrupt", value.size(), key.size()));
+  }
+  const uint64_t events = static_cast<uint64_t>(entry.events_size());
+  if (entry.last_sequence() != *keyed || events == 0 ||
+      entry.last_sequence() - entry.first_sequence() + 1 != events) {
+    return absl::DataLossError(
+        fmt::format("journal entry {} is corrupt: it says sequences {}..{} and holds {} events",
+                    *keyed, entry.first_sequence(), entry.last_sequence(), events));
+  }
+  ReplayedEntry out;
+  out.first_sequence = entry.first_sequence();
+  out.last_sequence = entry.last_sequence();
+  for (const auto& m : entry.mutations()) {
+    if (m.table() < 0 || m.table() >= storage::kTableCount ||
+        m.table() == static_cast<int>(storage::Table::kJournal)) {
+      return absl::DataLossError(
+          fmt::format("journal entry {} changes an unknown table {}", *keyed, m.table()));
+    }
+    const auto table = static_cast<storage::Table>(m.table());
+    if (m.deleted()) {
+      out.mutations.Delete(table, m.key());
+    } else {
+      out.mutations.Put(table, m.key(), m.value());
+    }
+  }
+  return out;
+}
+
+}  // namespace feed::core

@@ -1,0 +1,33 @@
+// The journal entry of a committed batch (feed.internal.v1.JournalEntry, stored in
+// Table::kJournal under its big-endian last sequence): the batch's events, which the relay
+// publishes, and its table changes, which a restart replays. One record per batch is what the
+// commit writes; the tables follow at checkpoints (checkpointer.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/change_feed.h"
+#include "internal/v1/records.pb.h"
+#include "mutation_log.h"
+
+namespace feed::core {
+
+// Appends the wire form of the entry to `out` (cleared first), without building the message:
+// each event is serialized once, straight into it.
+void EncodeJournalEntry(const std::vector<std::shared_ptr<events::v1::Event>>& events,
+                        const MutationLog& mutations, std::string* out);
+
+// A stored entry read back: its table changes as a MutationLog, and its sequence range.
+struct ReplayedEntry {
+  uint64_t first_sequence = 0;
+  uint64_t last_sequence = 0;
+  MutationLog mutations;
+};
+// DATA_LOSS naming `key` when the bytes are not a well-formed entry stored under its key.
+absl::StatusOr<ReplayedEntry> DecodeJournalEntry(std::string_view key, std::string_view value);
+
+}  // namespace feed::core

@@ -1,0 +1,227 @@
+// Unit tests of the core: the journal and the checkpoints. A batch is committed as one journal
+// entry; its records reach the tables at the next checkpoint; a crash between the two loses
+// nothing (the journal is replayed), and the tables see each key once per checkpoint.
+// Fixture and invariant checks: core_fixture.h.
+#include "core_fixture.h"
+
+namespace feed::core_test {
+namespace {
+
+class JournalTest : public CoreTest {
+ protected:
+  // Background checkpoints never happen in these tests: only Checkpoint() and Shutdown.
+  JournalTest() { options_.checkpoint_interval_ms = 3'600'000; }
+
+  // What the store holds right now, as a crash would leave it (the core is not told).
+  std::unique_ptr<storage::MemoryStore> CrashImage() {
+    auto image = std::make_unique<storage::MemoryStore>();
+    auto group = image->NewWriteGroup();
+    for (int t = 0; t < storage::kTableCount; ++t) {
+      EXPECT_TRUE(store_
+                      .Scan(static_cast<Table>(t), "", "",
+                            [&](std::string_view k, std::string_view v) {
+                              group->Put(static_cast<Table>(t), k, v);
+                              return true;
+                            })
+                      .ok());
+    }
+    EXPECT_TRUE(image->Commit(*group, storage::CommitMode::kConfigured).ok());
+    return image;
+  }
+
+  // A little of everything: levels, holds kept and closed, an order, idempotency keys.
+  struct Workload {
+    std::vector<std::string> reservations;
+    std::string order_id;
+  };
+  Workload Run(const std::string& tag) {
+    Workload w;
+    EXPECT_TRUE(Adjust("sku-" + tag, 100).ok());
+    EXPECT_TRUE(Adjust("sku-b", 10, inv::ADJUST_MODE_DELTA, "", "wh-2").ok());
+    for (int i = 0; i < 6; ++i) {
+      auto r =
+          Reserve({{"sku-" + tag, 2}, {"sku-b", 1, "wh-2"}}, "", tag + "-r" + std::to_string(i));
+      EXPECT_TRUE(r.ok()) << r.status();
+      if (!r.ok()) continue;
+      w.reservations.push_back(r->reservation().reservation_id());
+      if (i % 3 == 0) {
+        EXPECT_TRUE(Commit(w.reservations.back(), tag + "-c" + std::to_string(i)).ok());
+      } else if (i % 3 == 1) {
+        EXPECT_TRUE(Release(w.reservations.back(), "changed mind").ok());
+      }
+    }
+    auto order = CreateOrder({"sku-" + tag, "sku-" + tag}, {}, tag + "-o");
+    EXPECT_TRUE(order.ok()) << order.status();
+    if (order.ok()) {
+      w.order_id = order->order_id();
+      EXPECT_TRUE(Pay(w.order_id).ok());
+    }
+    return w;
+  }
+
+  // Every read the workload can check, as one comparable string.
+  std::string Reads(InventoryCore& core, const std::vector<Workload>& work) {
+    std::string out;
+    inv::GetStockRequest all;
+    for (const char* sku : {"sku-a", "sku-b", "sku-c"}) all.add_keys()->set_sku(sku);
+    auto stock = core.GetStock(all);
+    EXPECT_TRUE(stock.ok());
+    if (stock.ok()) out += stock->DebugString();
+    for (const auto& w : work) {
+      for (const auto& id : w.reservations) {
+        auto r = core.GetReservation(id);
+        out += r.ok() ? r->DebugString() : r.status().ToString();
+      }
+      auto o = core.GetOrder(w.order_id);
+      out += o.ok() ? o->DebugString() : o.status().ToString();
+    }
+    out += fmt::format("last={} holds={} levels={}", core.stats().last_sequence,
+                       core.stats().held_reservations, core.stats().stock_levels);
+    return out;
+  }
+};
+
+TEST_F(JournalTest, OneJournalEntryPerBatchAndTheTablesFollowAtCheckpoints) {
+  const auto before = store_.write_counts();
+  ASSERT_OK(Adjust("sku-a", 10));
+  auto r = Reserve({{"sku-a", 2}}, "", "k-1");
+  ASSERT_OK(r);
+  // Two commands, two batches: two journal entries and nothing else.
+  auto written = store_.write_counts();
+  EXPECT_EQ(written.commits - before.commits, 2u);
+  EXPECT_EQ(written.puts - before.puts, 2u);
+  EXPECT_EQ(store_.Size(Table::kStock), 0u);
+  EXPECT_EQ(store_.Size(Table::kHolds), 0u);
+  EXPECT_EQ(store_.Size(Table::kJournal), 2u);
+  // Reads see the overlay.
+  EXPECT_EQ(Level("sku-a").reserved(), 2);
+  ASSERT_OK(core_->GetReservation(r->reservation().reservation_id()));
+  EXPECT_EQ(core_->stats().overlay_records, 3u);  // level, hold, idempotency record
+
+  ASSERT_OK(core_->Checkpoint());
+  EXPECT_EQ(store_.Size(Table::kStock), 1u);
+  EXPECT_EQ(store_.Size(Table::kHolds), 1u);
+  EXPECT_EQ(store_.Size(Table::kIdempotency), 1u);
+  EXPECT_EQ(core_->stats().overlay_records, 0u);
+  EXPECT_EQ(core_->stats().checkpoint_sequence, 2u);
+  auto seq = store_.Get(Table::kMeta, storage::meta_keys::kCheckpointSequence);
+  ASSERT_TRUE(seq.ok() && seq->has_value());
+  EXPECT_EQ(storage::DecodeSequence(**seq), 2u);
+  EXPECT_EQ(Level("sku-a").reserved(), 2);
+  // Without a relay the journal is the undelivered outbox: nothing is trimmed.
+  EXPECT_EQ(store_.Size(Table::kJournal), 2u);
+}
+
+TEST_F(JournalTest, CrashBeforeAnyCheckpointReplaysTheJournal) {
+  std::vector<Workload> work{Run("a")};
+  WaitPublished(EventCount());
+  const std::string live = Reads(*core_, work);
+  EXPECT_EQ(store_.Size(Table::kStock), 0u);  // nothing checkpointed yet
+  auto image = CrashImage();
+  auto recovered = InventoryCore::Open(*image, clock_, options_);
+  ASSERT_OK(recovered);
+  EXPECT_EQ(Reads(**recovered, work), live);
+  // Recovery wrote what it replayed into the tables.
+  EXPECT_GT(image->Size(Table::kStock), 0u);
+  EXPECT_EQ((*recovered)->stats().overlay_records, 0u);
+  // Idempotency survives the crash: the same keys replay the first answers.
+  auto again = CallSync(**recovered, &InventoryCore::Reserve,
+                        ReserveReq({{"sku-a", 2}, {"sku-b", 1, "wh-2"}}, "", "a-r2"));
+  ASSERT_OK(again);
+  EXPECT_TRUE(again->replayed());
+  EXPECT_EQ(again->reservation().reservation_id(), work[0].reservations[2]);
+  (*recovered)->Shutdown();
+}
+
+TEST_F(JournalTest, CrashAfterACheckpointReplaysOnlyWhatFollowsIt) {
+  std::vector<Workload> work{Run("a")};
+  ASSERT_OK(core_->Checkpoint());
+  const uint64_t checkpointed = core_->stats().checkpoint_sequence;
+  work.push_back(Run("c"));  // closes nothing of "a"'s; changes sku-b again
+  ASSERT_OK(Commit(work[0].reservations[2], "late-commit"));
+  WaitPublished(EventCount());
+  const std::string live = Reads(*core_, work);
+  auto image = CrashImage();
+  auto recovered = InventoryCore::Open(*image, clock_, options_);
+  ASSERT_OK(recovered);
+  EXPECT_EQ(Reads(**recovered, work), live);
+  EXPECT_GT((*recovered)->stats().checkpoint_sequence, checkpointed);
+  (*recovered)->Shutdown();
+}
+
+TEST_F(JournalTest, ReadsStayRightWhileACheckpointRunsBesideTheWriter) {
+  options_.checkpoint_interval_ms = 1;  // checkpoints as fast as they go
+  Reopen();
+  ASSERT_OK(Adjust("sku-a", 1'000'000));
+  int64_t reserved = 0;
+  for (int i = 0; i < 300; ++i) {
+    auto r = Reserve({{"sku-a", 1}}, "", "k-" + std::to_string(i));
+    ASSERT_OK(r);
+    ++reserved;
+    if (i % 2 == 0) {
+      ASSERT_OK(Commit(r->reservation().reservation_id()));
+      --reserved;
+    }
+    // Every read sees every answered change, whichever generation or table holds it.
+    ASSERT_EQ(Level("sku-a").reserved(), reserved) << i;
+    auto got = core_->GetReservation(r->reservation().reservation_id());
+    ASSERT_OK(got);
+  }
+  EXPECT_GT(core_->stats().checkpoints, 0u);
+}
+
+TEST_F(JournalTest, AReservationMadeAndCommittedWritesAboutThreeRecords) {
+  ASSERT_OK(Adjust("sku-a", 1'000'000));
+  ASSERT_OK(core_->Checkpoint());
+  const auto before = store_.write_counts();
+  constexpr int kPairs = 200;
+  for (int i = 0; i < kPairs; ++i) {
+    auto r = Reserve({{"sku-a", 1}}, "", "r-" + std::to_string(i));
+    ASSERT_OK(r);
+    ASSERT_OK(Commit(r->reservation().reservation_id(), "c-" + std::to_string(i)));
+  }
+  ASSERT_OK(core_->Checkpoint());
+  const auto after = store_.write_counts();
+  const double ops =
+      static_cast<double>((after.puts - before.puts) + (after.deletes - before.deletes)) / kPairs;
+  // One journal entry per command (these calls come one at a time: no batching), and at the
+  // checkpoint the closed reservation and the two idempotency records; the level once, the
+  // hold never (opened and closed between two checkpoints).
+  EXPECT_LE(ops, 5.1);
+  EXPECT_GE(ops, 5.0);
+  EXPECT_EQ(after.deletes - before.deletes, 0u);
+}
+
+TEST_F(JournalTest, AGapInTheJournalIsRefusedAtStart) {
+  ASSERT_OK(Adjust("sku-a", 10));
+  ASSERT_OK(Adjust("sku-a", 1));
+  ASSERT_OK(Adjust("sku-a", 1));
+  core_.reset();  // (its last checkpoint covers everything: the journal is not replayed)
+  auto group = store_.NewWriteGroup();
+  group->Delete(Table::kMeta, storage::meta_keys::kCheckpointSequence);
+  group->Put(Table::kMeta, storage::meta_keys::kNextSequence, storage::EncodeSequence(1));
+  group->Delete(Table::kJournal, storage::EncodeSequence(2));
+  ASSERT_OK(store_.Commit(*group, storage::CommitMode::kConfigured));
+  auto reopened = InventoryCore::Open(store_, clock_, options_);
+  EXPECT_TRUE(IsError(reopened, absl::StatusCode::kDataLoss,
+                      "journal gap: expected an entry from sequence 2"));
+  check_invariants_ = false;
+}
+
+TEST_F(JournalTest, AStoreOfANewerFormatIsRefused) {
+  core_.reset();
+  StoreRecord(Table::kMeta, storage::meta_keys::kFormatVersion,
+              storage::EncodeSequence(storage::kFormatVersion + 1));
+  auto reopened = InventoryCore::Open(store_, clock_, options_);
+  EXPECT_TRUE(IsError(reopened, absl::StatusCode::kFailedPrecondition,
+                      "written by data format 3, newer than this server's format 2"));
+}
+
+TEST_F(JournalTest, ANewStoreRecordsItsFormat) {
+  auto format = store_.Get(Table::kMeta, storage::meta_keys::kFormatVersion);
+  ASSERT_TRUE(format.ok() && format->has_value());
+  EXPECT_EQ(storage::DecodeSequence(**format), storage::kFormatVersion);
+}
+
+}  // namespace
+}  // namespace feed::core_test
