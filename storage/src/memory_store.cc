@@ -94,7 +94,9 @@ absl::Status MemoryStore::Commit(WriteGroup& group, CommitMode) {
     std::this_thread::sleep_for(std::chrono::milliseconds(delay));
   }
   std::lock_guard lock(mu_);
-  if (!next_commit_status_.ok()) {
+  if (!next_commit_status_.ok() && commits_before_failure_ > 0) {
+    --commits_before_failure_;
+  } else if (!next_commit_status_.ok()) {
     absl::Status s = std::move(next_commit_status_);
     next_commit_status_ = absl::OkStatus();
     return s;
@@ -145,8 +147,9 @@ absl::Status MemoryStore::Scan(Table t, std::string_view start, std::string_view
   return absl::OkStatus();
 }
 
-void MemoryStore::FailNextCommit(absl::Status status) {
+void MemoryStore::FailCommitAfter(size_t successes, absl::Status status) {
   std::lock_guard lock(mu_);
+  commits_before_failure_ = successes;
   next_commit_status_ = std::move(status);
 }
 

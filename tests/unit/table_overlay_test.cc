@@ -52,10 +52,16 @@ class TableOverlayTest : public ::testing::Test {
   uint64_t Checkpoint() {
     EXPECT_TRUE(overlay_.Freeze());
     auto g = store_.NewWriteGroup();
-    uint64_t through = overlay_.WriteFrozen(*g);
+    auto through = overlay_.WriteFrozen(*g, 2, [&](storage::WriteGroup& full) {
+      EXPECT_EQ(full.Count(), 2u);
+      absl::Status s = store_.Commit(full, storage::CommitMode::kConfigured);
+      full.Clear();
+      return s;
+    });
+    EXPECT_TRUE(through.ok());
     EXPECT_TRUE(store_.Commit(*g, storage::CommitMode::kConfigured).ok());
     overlay_.DropFrozen();
-    return through;
+    return through.value_or(0);
   }
   static std::map<std::string, std::string> ScanAll(const storage::ReadView& view, Table t,
                                                     std::string_view start = "",
@@ -131,7 +137,12 @@ TEST_F(TableOverlayTest, ReadsSeeTheFrozenGenerationWhileItIsWritten) {
   EXPECT_EQ(Get(Table::kStock, "b"), "active");
   EXPECT_FALSE(overlay_.Freeze());  // one frozen generation at a time
   auto g = store_.NewWriteGroup();
-  EXPECT_EQ(overlay_.WriteFrozen(*g), 1u);
+  auto through = overlay_.WriteFrozen(*g, 100, [](storage::WriteGroup&) {
+    ADD_FAILURE() << "two records do not fill a chunk of 100";
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(through.ok());
+  EXPECT_EQ(*through, 1u);
   ASSERT_TRUE(store_.Commit(*g, storage::CommitMode::kConfigured).ok());
   EXPECT_EQ(Get(Table::kStock, "a"), "frozen");  // store and frozen agree meanwhile
   overlay_.DropFrozen();

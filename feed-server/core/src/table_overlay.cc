@@ -230,7 +230,9 @@ bool TableOverlay::Freeze() {
   return true;
 }
 
-uint64_t TableOverlay::WriteFrozen(storage::WriteGroup& group) const {
+absl::StatusOr<uint64_t> TableOverlay::WriteFrozen(
+    storage::WriteGroup& group, size_t chunk,
+    const std::function<absl::Status(storage::WriteGroup&)>& flush) const {
   // The frozen generation does not change until DropFrozen, which only its writer calls.
   const Generation* frozen;
   {
@@ -240,6 +242,9 @@ uint64_t TableOverlay::WriteFrozen(storage::WriteGroup& group) const {
   if (frozen == nullptr) return 0;
   for (int t = 0; t < storage::kTableCount; ++t) {
     for (const auto& [key, slot] : frozen->tables[t]) {
+      if (group.Count() >= chunk) {
+        if (absl::Status s = flush(group); !s.ok()) return s;
+      }
       if (slot.deleted) {
         group.Delete(static_cast<Table>(t), key);
       } else {

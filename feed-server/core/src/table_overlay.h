@@ -62,9 +62,14 @@ class TableOverlay {
   // The checkpointer's steps. Freeze: the active generation becomes the frozen one and
   // commits go to a new one; false when nothing waits or a frozen one is still there.
   bool Freeze();
-  // Adds every record of the frozen generation to `group`; returns the last sequence it
-  // includes (what the tables include once `group` is committed).
-  uint64_t WriteFrozen(storage::WriteGroup& group) const;
+  // Adds every record of the frozen generation to `group`, calling `flush(group)` (which
+  // commits and clears it) whenever it holds `chunk` operations, so that no single write
+  // holds the store's write path for long; the rest stays in `group` for the caller to
+  // commit with its checkpoint marker. Returns the last sequence the generation includes (0:
+  // none frozen), or the first flush error.
+  absl::StatusOr<uint64_t> WriteFrozen(
+      storage::WriteGroup& group, size_t chunk,
+      const std::function<absl::Status(storage::WriteGroup&)>& flush) const;
   // After the frozen generation's records are committed to the tables.
   void DropFrozen();
 

@@ -27,7 +27,9 @@ class MemoryStore : public Store {
   WriteCounts write_counts() const override { return written_.Get(); }
 
   // Test hooks.
-  void FailNextCommit(absl::Status status);
+  void FailNextCommit(absl::Status status) { FailCommitAfter(0, std::move(status)); }
+  // The commit after the next `successes` ones fails with `status` (and applies nothing).
+  void FailCommitAfter(size_t successes, absl::Status status);
   // Every commit sleeps this long first (a slow disk), so that batches overlap.
   void SetCommitDelay(int milliseconds) { commit_delay_ms_ = milliseconds; }
   size_t commits() const;
@@ -40,6 +42,7 @@ class MemoryStore : public Store {
   mutable std::mutex mu_;
   Tables tables_;
   absl::Status next_commit_status_;
+  size_t commits_before_failure_ = 0;
   size_t commits_ = 0;
   std::atomic<int> commit_delay_ms_{0};
   WriteCountsTotal written_;
