@@ -21,6 +21,14 @@ uint64_t Fnv1a(std::string_view a, std::string_view b) {
 }  // namespace
 
 uint64_t HashRequest(std::string_view method, const google::protobuf::MessageLite& request) {
+  // Requests have no map fields, so their serialization is canonical already; a small one is
+  // serialized on the stack.
+  const size_t size = request.ByteSizeLong();
+  char stack[512];
+  if (size <= sizeof stack) {
+    request.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t*>(stack));
+    return Fnv1a(method, std::string_view(stack, size));
+  }
   std::string bytes;
   {
     google::protobuf::io::StringOutputStream out(&bytes);

@@ -57,7 +57,7 @@ BatchPtr WriterState::Apply(std::vector<std::unique_ptr<Command>>& commands, boo
   return batch;
 }
 
-Event* WriterState::NewEvent(Batch& b, std::string_view type, std::string key) {
+Event* WriterState::NewEvent(Batch& b, std::string_view type, std::string_view key) {
   if (!b.arena) {
     // Sized to the batch: the change feed retains events (and so their arenas) for resume,
     // and a fixed 16 KB first block per one-command batch would hold 300 MB at 2,000
@@ -70,11 +70,15 @@ Event* WriterState::NewEvent(Batch& b, std::string_view type, std::string key) {
   std::shared_ptr<Event> e(b.arena, google::protobuf::Arena::CreateMessage<Event>(b.arena.get()));
   const uint64_t seq = next_sequence_++;
   e->set_sequence(seq);
-  e->set_event_id(fmt::format("{}-{}", store_id_, seq));
-  e->set_type(std::string(type));
+  // Formatted on the stack and set from there: the event's strings live in the batch's arena,
+  // so no temporary std::string is made for them.
+  fmt::memory_buffer id;
+  fmt::format_to(std::back_inserter(id), "{}-{}", store_id_, seq);
+  e->set_event_id(id.data(), id.size());
+  e->set_type(type.data(), type.size());
   *e->mutable_occurred_at() = google::protobuf::util::TimeUtil::MillisecondsToTimestamp(b.now_ms);
-  e->set_key(std::move(key));
-  if (!b.actor.empty()) e->set_actor(std::string(b.actor));
+  e->set_key(key.data(), key.size());
+  if (!b.actor.empty()) e->set_actor(b.actor.data(), b.actor.size());
   b.events.push_back(e);
   return e.get();
 }
@@ -82,7 +86,7 @@ Event* WriterState::NewEvent(Batch& b, std::string_view type, std::string key) {
 void WriterState::ChangeLevel(Batch& b, const std::string& key, Level& level,
                               const LevelChange& change, StockLevel* out) {
   auto [sku, location] = SplitLevelKey(key);
-  Event* e = NewEvent(b, event_types::kStockChanged, std::string(sku));
+  Event* e = NewEvent(b, event_types::kStockChanged, sku);
   level.on_hand += change.delta_on_hand;
   level.reserved += change.delta_reserved;
   level.version += 1;
@@ -94,9 +98,12 @@ void WriterState::ChangeLevel(Batch& b, const std::string& key, Level& level,
   changed->set_delta_on_hand(change.delta_on_hand);
   changed->set_delta_reserved(change.delta_reserved);
   changed->set_cause(change.cause);
-  changed->set_reservation_id(std::string(change.reservation_id));
-  changed->set_order_id(std::string(change.order_id));
-  changed->set_reason(std::string(change.reason));
+  auto set = [](std::string_view v, auto setter) {
+    if (!v.empty()) setter(v.data(), v.size());
+  };
+  set(change.reservation_id, [&](const char* d, size_t n) { changed->set_reservation_id(d, n); });
+  set(change.order_id, [&](const char* d, size_t n) { changed->set_order_id(d, n); });
+  set(change.reason, [&](const char* d, size_t n) { changed->set_reason(d, n); });
   if (out) *out = changed->level();
 }
 

@@ -94,7 +94,7 @@ class WriterState {
   size_t stock_levels() const { return stat_levels_.load(std::memory_order_relaxed); }
 
  private:
-  events::v1::Event* NewEvent(Batch& b, std::string_view type, std::string key);
+  events::v1::Event* NewEvent(Batch& b, std::string_view type, std::string_view key);
   // Recovery: the store's meta (store id, format, sequences), its levels and open holds, the
   // journal after the checkpoint, the indexes and the invariants.
   absl::Status RecoverMeta(uint64_t* checkpoint_sequence);
