@@ -242,7 +242,7 @@ sleep 5  # drained, and the counters (updated once a second) caught up
 store_ops "$OUT/store_ops_before.txt"
 load reserve_commit_kafka --scenario reserve-commit --concurrency 64 --duration-s "$SECS" \
   --warmup-s 0 "${BARS[@]}" --seed false
-sleep 5
+sleep 7  # the relay drained it and a checkpoint (every 5 s) wrote its records into the tables
 store_ops "$OUT/store_ops_after.txt"
 stop_sampling
 stop

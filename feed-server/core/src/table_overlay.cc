@@ -8,6 +8,10 @@ using storage::Table;
 
 namespace {
 
+// Memory of one slot in a generation's tree (key and slot views, node overhead), counted with
+// the log's bytes so that checkpoint_bytes bounds what the overlay holds.
+constexpr size_t kSlotBytes = 64;
+
 bool HasPrefix(std::string_view key, std::string_view prefix) {
   return key.substr(0, prefix.size()) == prefix;
 }
@@ -144,7 +148,8 @@ size_t TableOverlay::Apply(std::shared_ptr<const MutationLog> log, uint64_t last
       m.emplace(key, Slot{log->value(op), false, op.fresh});
     }
   }
-  active_.bytes += log->bytes();
+  // The log's bytes and, roughly, a tree slot per record: what the generation holds in memory.
+  active_.bytes += log->bytes() + log->ops().size() * kSlotBytes;
   active_.logs.push_back(std::move(log));
   active_.last_sequence = last_sequence;
   return active_.bytes;

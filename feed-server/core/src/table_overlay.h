@@ -37,7 +37,7 @@ class TableOverlay {
 
   // The records of a committed batch whose events end at `last_sequence`; batches in commit
   // order. The overlay keeps `log` (its slots view its bytes) until a checkpoint wrote it.
-  // Returns the bytes the active generation holds now.
+  // Returns the memory the active generation holds now (its logs and slots).
   size_t Apply(std::shared_ptr<const MutationLog> log, uint64_t last_sequence);
 
   // The committed record of `key`: the overlay's, else the store's.
@@ -79,7 +79,7 @@ class TableOverlay {
   void SetLastSequence(uint64_t last_sequence);
   struct Size {
     size_t records = 0;  // slots of both generations
-    size_t bytes = 0;    // bytes of the logs they keep
+    size_t bytes = 0;    // memory they hold: the logs they keep and their slots
   };
   Size size() const;
   size_t active_bytes() const;

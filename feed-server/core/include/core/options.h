@@ -47,9 +47,9 @@ struct CoreOptions {
   // Most holds expired in one sweep batch (the rest wait for the next sweep).
   size_t max_expiries_per_sweep = 10'000;
   // Each batch is committed as one journal entry; its table changes wait in memory until a
-  // checkpoint writes them into the tables, every checkpoint_interval_ms or once they reach
-  // checkpoint_bytes. Larger: fewer table writes (changes of one key coalesce), more memory,
-  // a longer replay after a crash (about 0.1 s per 10 MB here).
+  // checkpoint writes them into the tables, every checkpoint_interval_ms or once they hold
+  // checkpoint_bytes of memory. Larger: fewer table writes (changes of one key coalesce),
+  // more memory, a longer journal replay after a crash.
   int64_t checkpoint_interval_ms = 5'000;
   size_t checkpoint_bytes = 32u << 20;
   // Called after each committed round of batches, on the thread that wrote it (the
