@@ -24,7 +24,7 @@ export PATH="$REPO/.cache/gobin:$PATH"
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$BUILD" -j2 --target feed-server echo-server loadgen core_bench wire_size_bench \
   feed_openapi \
-  startup_bench feed-consumer feed-server-glibc alloc_counter
+  startup_bench feedctl feed-server-glibc alloc_counter
 
 SERVER="$BUILD/feed-server/feed-server"
 ECHO="$BUILD/bench/echo/echo-server"

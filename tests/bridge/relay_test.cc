@@ -433,8 +433,8 @@ TEST_F(RelayTest, RejectsInvalidOptions) {
   EXPECT_NE(r.status().message().find("no.such.property"), std::string::npos) << r.status();
 }
 
-// The example consumer prints each event once although the topics hold every event twice.
-TEST_F(RelayTest, ExampleConsumerPrintsEachEventOnce) {
+// feedctl events tail prints each event once although the topics hold every event twice.
+TEST_F(RelayTest, FeedctlTailPrintsEachEventOnce) {
   constexpr int kEvents = 60;
   writer_->Append(kEvents);
   relay_ = NewRelay(options_);
@@ -454,7 +454,7 @@ TEST_F(RelayTest, ExampleConsumerPrintsEachEventOnce) {
   EXPECT_EQ(relay_->stats().delivered, static_cast<uint64_t>(kEvents));
 
   std::string err_file = dir_ + "/consumer.err";
-  std::string cmd = std::string(FEED_CONSUMER_PATH) + " --brokers " + options_.brokers +
+  std::string cmd = std::string(FEEDCTL_PATH) + " events tail --brokers " + options_.brokers +
                     " --group " + test::UniqueName("bridge-test-example") +
                     " --from-beginning --idle-exit-ms 4000 --topics " + options_.stock_topic + "," +
                     options_.order_status_topic + "," + options_.receipt_topic + " 2>" + err_file;

@@ -63,7 +63,7 @@ void RoundTrip(const Event& original, const char* what) {
       return;
     }
     Event back;
-    JsonParseOptions parse;  // what feed-consumer uses, minus ignore_unknown_fields
+    JsonParseOptions parse;  // what feedctl events tail uses, minus ignore_unknown_fields
     s = JsonStringToMessage(json, &back, parse);
     FUZZ_CHECK(s.ok(),
                fmt::format("{}: JsonStringToMessage of our own JSON failed: {}\n    json: {}", what,
@@ -97,7 +97,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Event e;
     std::string text(reinterpret_cast<const char*>(data), size);
     JsonParseOptions parse;
-    parse.ignore_unknown_fields = true;  // as feed-consumer parses
+    parse.ignore_unknown_fields = true;  // as feedctl events tail parses
     if (JsonStringToMessage(text, &e, parse).ok()) {
       // protobuf 3.21 quirk: with ignore_unknown_fields, an ignored member named "" inside a
       // repeated message ({"lines":[{"":{"lines":[{}]}}]}) leaks into the element as an

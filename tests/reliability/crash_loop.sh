@@ -15,7 +15,7 @@
 # cycle and comes back N seconds later; the server keeps being killed meanwhile.
 #
 # Usage: crash_loop.sh [CYCLES]   (10 in the test suite; 200 for the long run)
-# Env: FEED_SERVER, CHAOS_CLIENT, FEED_CONSUMER (binaries; default: build/...),
+# Env: FEED_SERVER, CHAOS_CLIENT, FEEDCTL (binaries; default: build/...),
 #      CRASH_SEED, CRASH_UNITS (default 2500 per cycle), OUTAGE_SECONDS (0).
 set -eu
 CYCLES="${1:-10}"
@@ -23,7 +23,7 @@ REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BUILD="${BUILD_DIR:-$REPO/build}"
 FEED_SERVER="${FEED_SERVER:-$BUILD/feed-server/feed-server}"
 CHAOS_CLIENT="${CHAOS_CLIENT:-$BUILD/tests/reliability/chaos-client}"
-FEED_CONSUMER="${FEED_CONSUMER:-$BUILD/bridge/feed-consumer}"
+FEEDCTL="${FEEDCTL:-$BUILD/clients/feedctl/feedctl}"
 SEED="${CRASH_SEED:-$RANDOM}"
 UNITS="${CRASH_UNITS:-$((CYCLES * 2500))}"
 OUTAGE="${OUTAGE_SECONDS:-0}"
@@ -107,7 +107,7 @@ EXPECTED="$(echo "$verify" | sed -n 's/.*expected_events=\([0-9]*\).*/\1/p')"
 log "stock matches the model ($verify)"
 
 # Every event reaches Kafka: read the three topics until idle, deduplicated by event id.
-"$FEED_CONSUMER" --brokers "$BROKERS" --group "verify-$SUFFIX" --from-beginning \
+"$FEEDCTL" events tail --brokers "$BROKERS" --group "verify-$SUFFIX" --from-beginning \
   --topics "stock.$SUFFIX" --topics "status.$SUFFIX" --topics "receipts.$SUFFIX" \
   --max-events "$EXPECTED" --idle-exit-ms 20000 >"$WORK/events.txt" 2>"$WORK/consumer.log" || true
 distinct="$(sed -n 's/^seq=\([0-9]*\) .*/\1/p' "$WORK/events.txt" | sort -n | uniq | wc -l)"

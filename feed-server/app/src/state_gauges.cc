@@ -15,6 +15,9 @@ StateGauges::StateGauges(prometheus::Registry& registry)
       unpublished_events_(family_.Add({{"what", "unpublished_events"}})),
       open_holds_(family_.Add({{"what", "open_holds"}})),
       last_sequence_(family_.Add({{"what", "last_sequence"}})),
+      overlay_records_(family_.Add({{"what", "uncheckpointed_records"}})),
+      overlay_bytes_(family_.Add({{"what", "uncheckpointed_bytes"}})),
+      checkpoint_sequence_(family_.Add({{"what", "checkpoint_sequence"}})),
       outbox_depth_(family_.Add({{"what", "outbox_depth"}})),
       outbox_oldest_age_(family_.Add({{"what", "outbox_oldest_age_seconds"}})),
       kafka_delivered_(family_.Add({{"what", "kafka_delivered"}})),
@@ -48,6 +51,9 @@ void StateGauges::Set(const core::CoreStats& core) {
   unpublished_events_.Set(D(core.unpublished_events));
   open_holds_.Set(D(core.held_reservations));
   last_sequence_.Set(D(core.last_sequence));
+  overlay_records_.Set(D(core.overlay_records));
+  overlay_bytes_.Set(D(core.overlay_bytes));
+  checkpoint_sequence_.Set(D(core.checkpoint_sequence));
 }
 
 void StateGauges::Set(const storage::Store::MemoryUsage& store) {

@@ -30,6 +30,9 @@ class StateGauges {
   prometheus::Gauge& unpublished_events_;
   prometheus::Gauge& open_holds_;
   prometheus::Gauge& last_sequence_;
+  prometheus::Gauge& overlay_records_;
+  prometheus::Gauge& overlay_bytes_;
+  prometheus::Gauge& checkpoint_sequence_;
   prometheus::Gauge& outbox_depth_;
   prometheus::Gauge& outbox_oldest_age_;
   prometheus::Gauge& kafka_delivered_;

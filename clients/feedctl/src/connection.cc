@@ -1,0 +1,65 @@
+#include "connection.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "fmt/format.h"
+
+namespace feedctl {
+
+absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(const ConnectionOptions& options) {
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  auto read = [](const std::string& path, const char* flag) -> absl::StatusOr<std::string> {
+    std::ifstream in(path);
+    std::stringstream pem;
+    pem << in.rdbuf();
+    if (!in || pem.str().empty()) {
+      return absl::InvalidArgumentError(
+          fmt::format("{}: cannot read a PEM file at '{}'", flag, path));
+    }
+    return pem.str();
+  };
+  if (options.tls_cert.empty() != options.tls_key.empty()) {
+    return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
+  }
+  if (!options.tls_cert.empty() && options.tls_ca.empty()) {
+    return absl::InvalidArgumentError("--tls-cert needs --tls-ca (TLS)");
+  }
+  if (options.tls_ca.empty()) {
+    credentials = grpc::InsecureChannelCredentials();
+  } else {
+    grpc::SslCredentialsOptions ssl;
+    auto ca = read(options.tls_ca, "--tls-ca");
+    if (!ca.ok()) return ca.status();
+    ssl.pem_root_certs = *ca;
+    if (!options.tls_cert.empty()) {
+      auto cert = read(options.tls_cert, "--tls-cert");
+      if (!cert.ok()) return cert.status();
+      auto key = read(options.tls_key, "--tls-key");
+      if (!key.ok()) return key.status();
+      ssl.pem_cert_chain = *cert;
+      ssl.pem_private_key = *key;
+    }
+    credentials = grpc::SslCredentials(ssl);
+  }
+  auto channel = grpc::CreateChannel(options.server, credentials);
+  return std::unique_ptr<Connection>(new Connection(options, std::move(channel)));
+}
+
+Connection::Connection(ConnectionOptions options, std::shared_ptr<grpc::Channel> channel)
+    : options_(std::move(options)),
+      channel_(std::move(channel)),
+      inventory_(inventory::v1::InventoryService::NewStub(channel_)),
+      orders_(order::v1::OrderService::NewStub(channel_)) {}
+
+std::unique_ptr<grpc::ClientContext> Connection::NewContext(bool streaming) const {
+  auto context = std::make_unique<grpc::ClientContext>();
+  if (!options_.token.empty()) context->AddMetadata("authorization", "Bearer " + options_.token);
+  if (!streaming) {
+    context->set_deadline(std::chrono::system_clock::now() +
+                          std::chrono::milliseconds(options_.timeout_ms));
+  }
+  return context;
+}
+
+}  // namespace feedctl
