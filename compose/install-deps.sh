@@ -4,8 +4,8 @@
 #   - Debian packages (apt), redis-server and postgresql among them (the benchmark peers);
 #   - into .cache/ (never committed): googleapis-common-protos from PyPI (google.api.http
 #     for the gateway's routes), protoc-gen-openapiv2 (go install; the OpenAPI document),
-#     swagger-ui-dist and puppeteer-core from npm (Swagger UI; the browser tests drive
-#     Debian's chromium with it);
+#     swagger-ui-dist, uplot and puppeteer-core from npm (Swagger UI; the dashboard's charts;
+#     the browser tests drive Debian's chromium with it);
 #   - with --go-tools: grpcurl, grpc-health-probe and ghz (go install, into .cache/gobin).
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -48,6 +48,7 @@ GOOGLEAPIS_PROTOS_VERSION=1.76.0
 GRPC_GATEWAY_VERSION=v2.34.0
 SWAGGER_UI_VERSION=5.35.0
 PUPPETEER_CORE_VERSION=25.16.0
+UPLOT_VERSION=1.6.32
 
 GOOGLEAPIS="$REPO/.cache/googleapis"
 if [ ! -f "$GOOGLEAPIS/google/api/annotations.proto" ]; then
@@ -64,11 +65,13 @@ fi
 
 NODE_DEPS="$REPO/.cache/node"
 if [ ! -f "$NODE_DEPS/node_modules/swagger-ui-dist/package.json" ] ||
-  [ ! -f "$NODE_DEPS/node_modules/puppeteer-core/package.json" ]; then
-  echo "install-deps: swagger-ui-dist $SWAGGER_UI_VERSION, puppeteer-core $PUPPETEER_CORE_VERSION (npm)" >&2
+  [ ! -f "$NODE_DEPS/node_modules/puppeteer-core/package.json" ] ||
+  [ ! -f "$NODE_DEPS/node_modules/uplot/package.json" ]; then
+  echo "install-deps: swagger-ui-dist $SWAGGER_UI_VERSION, puppeteer-core $PUPPETEER_CORE_VERSION, uplot $UPLOT_VERSION (npm)" >&2
   mkdir -p "$NODE_DEPS"
   npm install --prefix "$NODE_DEPS" --no-audit --no-fund --silent \
-    "swagger-ui-dist@$SWAGGER_UI_VERSION" "puppeteer-core@$PUPPETEER_CORE_VERSION" >&2
+    "swagger-ui-dist@$SWAGGER_UI_VERSION" "puppeteer-core@$PUPPETEER_CORE_VERSION" \
+    "uplot@$UPLOT_VERSION" >&2
 fi
 
 if [[ " $* " == *" --go-tools "* ]]; then

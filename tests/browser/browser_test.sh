@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The gateway's pages in a real headless Chromium (Debian's chromium, driven by npm's
-# puppeteer-core from .cache/node): Swagger UI's "Try it out" makes a reservation, and an
-# EventSource on the watch route sees a stock change arrive.
+# puppeteer-core from .cache/node): Swagger UI's "Try it out" makes a reservation, an
+# EventSource on the watch route sees a stock change arrive, and the dashboard shows a
+# reservation and an order made through the API (screenshots in OUT_DIR).
 #
 # Usage: browser_test.sh FEED_SERVER_BINARY REPO_DIR OUT_DIR (the screenshot goes there)
 set -euo pipefail
@@ -27,6 +28,7 @@ BASE="http://127.0.0.1:$((PORT + 1))"
 export NODE_PATH="$REPO/.cache/node/node_modules"
 node "$REPO/tests/browser/swagger_try_it_out.cjs" "$BASE" "$OUT/swagger-reserve.png"
 node "$REPO/tests/browser/eventsource.cjs" "$BASE"
+node "$REPO/tests/browser/dashboard.cjs" "$BASE" "$OUT/dashboard.png"
 kill -TERM "$SERVER_PID"
 wait "$SERVER_PID"
 SERVER_PID=""

@@ -25,6 +25,7 @@
 #include "server/observability.h"
 #include "server/operations.h"
 #include "server/services.h"
+#include "server_status.h"
 #include "state_gauges.h"
 #include "storage/rocksdb_store.h"
 
@@ -112,6 +113,7 @@ class FeedServer::Impl {
   absl::Status Start();
   void Shutdown();
   void Housekeeping();
+  ServerStatus Status() { return CollectStatus(*core_, relay_.get()); }
   HeapStats TrimHeap();
 
   ServerConfig config_;
@@ -186,8 +188,8 @@ absl::Status FeedServer::Impl::Start() {
   }
 
   if (config_.log_rpcs) access_log_ = std::make_unique<AccessLog>(config_.log_format == "json");
-  ServiceContext sc{core_.get(),       &metrics_,         &config_,   &streams_,
-                    access_log_.get(), &bad_request_log_, auth_.get()};
+  ServiceContext sc{core_.get(),       &metrics_,         &config_,    &streams_,
+                    access_log_.get(), &bad_request_log_, auth_.get(), [this] { return Status(); }};
   inventory_service_ = std::make_unique<InventoryServiceImpl>(sc);
   order_service_ = std::make_unique<OrderServiceImpl>(sc);
 

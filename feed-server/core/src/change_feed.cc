@@ -81,4 +81,10 @@ size_t ChangeFeed::listeners() const {
   return listeners_.size() + keys_of_.size();
 }
 
+std::vector<EventPtr> ChangeFeed::Retained(size_t count) const {
+  std::lock_guard lock(mu_);
+  const size_t n = std::min(count, retained_.size());
+  return std::vector<EventPtr>(retained_.end() - static_cast<std::ptrdiff_t>(n), retained_.end());
+}
+
 }  // namespace feed::core

@@ -324,6 +324,7 @@ CoreStats InventoryCore::stats() const {
   s.events = p.events_completed();
   s.held_reservations = impl_->writer_.open_holds();
   s.stock_levels = impl_->writer_.stock_levels();
+  s.reservations_made = impl_->writer_.reservations_made();
   s.last_sequence = impl_->feed_.last_sequence();
   s.unpublished_events = p.unpublished_events();
   s.queue_depth = p.queue_depth();

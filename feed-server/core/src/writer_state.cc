@@ -204,6 +204,7 @@ absl::StatusOr<OpenHold*> WriterState::HoldLines(
   FillReservation(hold, &reservation_buffer_);
   b.mutations->PutMessage(Table::kHolds, hold.first, reservation_buffer_, {}, /*fresh=*/true);
   expiry_index_.emplace(h.expires_at_ms, hold.first);
+  stat_reserved_.fetch_add(1, std::memory_order_relaxed);
   return &hold;
 }
 

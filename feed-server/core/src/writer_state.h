@@ -92,6 +92,7 @@ class WriterState {
   // Any thread.
   size_t open_holds() const { return stat_holds_.load(std::memory_order_relaxed); }
   size_t stock_levels() const { return stat_levels_.load(std::memory_order_relaxed); }
+  uint64_t reservations_made() const { return stat_reserved_.load(std::memory_order_relaxed); }
 
  private:
   events::v1::Event* NewEvent(Batch& b, std::string_view type, std::string_view key);
@@ -163,6 +164,7 @@ class WriterState {
   inventory::v1::Reservation reservation_buffer_;
 
   std::atomic<size_t> stat_holds_{0}, stat_levels_{0};
+  std::atomic<uint64_t> stat_reserved_{0};
 };
 
 }  // namespace feed::core

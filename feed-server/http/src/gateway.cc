@@ -1,4 +1,5 @@
-// The gateway's request dispatch: built-in pages (/healthz, /openapi.json, /swaggerui/),
+// The gateway's request dispatch: built-in pages (/healthz, /openapi.json, /swaggerui/,
+// /dashboard/),
 // then the routes from the protos: a unary route runs the method's operation, a streaming
 // route opens an NDJSON or SSE stream. No business logic here: requests and answers are
 // translated, everything else is the core's.
@@ -9,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "dashboard.h"
 #include "fmt/format.h"
 #include "google/protobuf/message.h"
 #include "http_observability.h"
@@ -347,6 +349,10 @@ class GatewayImpl final : public Gateway {
       Reply(exchange, record, std::move(response));
       return true;
     }
+    if (path.starts_with("/dashboard")) {
+      ServeDashboard(exchange, record, path);
+      return true;
+    }
     if (options_.swagger_ui_dir.empty() || !path.starts_with("/swaggerui")) return false;
     record.route = "GET /swaggerui/";
     if (path == "/swaggerui") {
@@ -378,6 +384,41 @@ class GatewayImpl final : public Gateway {
     ServeFile(exchange, record, options_.swagger_ui_dir + "/" + std::string(file),
               ContentTypeOf(file));
     return true;
+  }
+
+  // The dashboard (dashboard.h): its pages need nothing; its status needs what GetStock needs
+  // (the page sends the same bearer token for both).
+  void ServeDashboard(const std::shared_ptr<Exchange>& exchange, Record& record,
+                      std::string_view path) {
+    record.route = "GET /dashboard/";
+    if (path == "/dashboard") {
+      Response response(bhttp::status::moved_permanently, 11);
+      response.set(bhttp::field::location, "/dashboard/");
+      return Reply(exchange, record, std::move(response));
+    }
+    if (path == "/dashboard/status.json" && context_.status) {
+      record.route = "GET /dashboard/status.json";
+      auto authorization = exchange->request()[bhttp::field::authorization];
+      security::Decision decision = context_.auth->Authorize(
+          "inventory.v1.InventoryService/GetStock",
+          std::string_view(authorization.data(), authorization.size()), exchange->tls_identity());
+      if (!decision.status.ok()) return ReplyStatus(exchange, record, decision.status);
+      record.subject = decision.principal->subject;
+      Response response(bhttp::status::ok, 11);
+      response.set(bhttp::field::content_type, "application/json");
+      response.set(bhttp::field::cache_control, "no-store");
+      const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count();
+      response.body() = DashboardStatusJson(context_.status(), now_ms);
+      return Reply(exchange, record, std::move(response));
+    }
+    std::optional<std::string> file = DashboardFile(options_, path);
+    if (!file) {
+      return ReplyStatus(exchange, record,
+                         absl::NotFoundError(fmt::format("no such page: {}", path)));
+    }
+    ServeFile(exchange, record, *file, ContentTypeOf(*file));
   }
 
   void ServeFile(const std::shared_ptr<Exchange>& exchange, const Record& record,

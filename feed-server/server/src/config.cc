@@ -315,6 +315,10 @@ absl::StatusOr<ParseResult> ParseServerConfig(int argc, char** argv) {
 #ifdef FEED_DEFAULT_OPENAPI_FILE
   h.openapi_file = FEED_DEFAULT_OPENAPI_FILE;
 #endif
+#ifdef FEED_DEFAULT_DASHBOARD_DIR
+  h.dashboard_dir = FEED_DEFAULT_DASHBOARD_DIR;
+  h.uplot_dir = FEED_DEFAULT_UPLOT_DIR;
+#endif
   env(app.add_option("--http-listen", h.listen, "HTTP/JSON gateway address (empty disables)"),
       "FEED_HTTP_LISTEN");
   env(app.add_option("--http-threads", h.threads, "threads serving every HTTP connection")
@@ -356,6 +360,12 @@ absl::StatusOr<ParseResult> ParseServerConfig(int argc, char** argv) {
   env(app.add_option("--http-openapi-file", h.openapi_file,
                      "OpenAPI document served at /openapi.json (empty: off)"),
       "FEED_HTTP_OPENAPI_FILE");
+  env(app.add_option("--http-dashboard-dir", h.dashboard_dir,
+                     "the dashboard's pages, served at /dashboard/ (empty: off)"),
+      "FEED_HTTP_DASHBOARD_DIR");
+  env(app.add_option("--http-uplot-dir", h.uplot_dir,
+                     "uPlot's dist folder (npm uplot), served at /dashboard/uplot/"),
+      "FEED_HTTP_UPLOT_DIR");
 
   auto& t = c.tls;
   auto& a = c.auth;

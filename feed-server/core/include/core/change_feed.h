@@ -59,6 +59,8 @@ class ChangeFeed {
   // publication in progress (which can take long with thousands of listeners).
   uint64_t last_sequence() const { return last_sequence_.load(std::memory_order_acquire); }
   size_t listeners() const;
+  // The newest `count` retained events, oldest first (fewer when fewer are retained).
+  std::vector<EventPtr> Retained(size_t count) const;
 
  private:
   void DeliverKeyed(const std::vector<EventPtr>& events);  // with mu_ held

@@ -87,6 +87,7 @@ struct CoreStats {
   size_t unpublished_events = 0;  // events of answered commands waiting for the publisher
   size_t held_reservations = 0;
   size_t stock_levels = 0;
+  uint64_t reservations_made = 0;  // holds placed since start (orders' included)
   uint64_t last_sequence = 0;
   // Committed records not yet in the store's tables (they are in the journal), and the last
   // checkpoint that moved such records there.

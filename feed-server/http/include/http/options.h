@@ -26,6 +26,11 @@ struct HttpOptions {
   // from proto/ (served at /openapi.json); empty: not served. The build fills both in.
   std::string swagger_ui_dir;
   std::string openapi_file;
+  // The dashboard's pages (feed-server/http/dashboard, served at /dashboard/) and uPlot's
+  // dist folder (npm uplot, served at /dashboard/uplot/); empty: not served. The build fills
+  // both in.
+  std::string dashboard_dir;
+  std::string uplot_dir;
 };
 
 }  // namespace feed::http

@@ -16,6 +16,7 @@
 #include "security/authorizer.h"
 #include "server/config.h"
 #include "server/observability.h"
+#include "server/status.h"
 
 namespace feed::server {
 
@@ -56,6 +57,8 @@ struct ServiceContext {
   // Who may call what (with authentication off it still names mTLS clients and applies
   // the per-subject rate limit).
   const security::Authorizer* auth;
+  // The process's state for the dashboard (empty: not available).
+  StatusFn status;
 };
 
 // Answers a request that could not be parsed: counted, logged (rate-limited), and returned
