@@ -18,7 +18,7 @@ PACKAGES=(
   prometheus-cpp-dev libcli11-dev nlohmann-json3-dev libgoogle-perftools-dev
   kcat curl procps default-jre-headless maven tmux clang-format
   libboost-dev libjwt-dev libssl-dev chromium wrk
-  redis-server redis-tools postgresql
+  redis-server redis-tools postgresql prometheus
 )
 
 missing=()
@@ -41,6 +41,9 @@ if ((${#missing[@]})); then
   # instances on free loopback ports, so the packages' own services are not left running.
   $SUDO service redis-server stop >/dev/null 2>&1 || true
   $SUDO service postgresql stop >/dev/null 2>&1 || true
+  # Prometheus too: compose/prometheus.sh starts one with the repo's configuration.
+  $SUDO service prometheus stop >/dev/null 2>&1 || true
+  $SUDO service prometheus-node-exporter stop >/dev/null 2>&1 || true
 fi
 
 # Pinned versions of what comes from the registries.

@@ -36,6 +36,11 @@ StateGauges::StateGauges(prometheus::Registry& registry)
                           .Help("times free heap pages went back to the OS (--max-free-heap-mb)")
                           .Register(registry)
                           .Add({})),
+      reservations_(&prometheus::BuildCounter()
+                         .Name("feed_reservations_total")
+                         .Help("holds placed (Reserve, Feed reserve, CreateOrder) since start")
+                         .Register(registry)
+                         .Add({})),
       store_ops_(prometheus::BuildCounter()
                      .Name("feed_store_operations_total")
                      .Help("operations committed to the store, of every writer (core and relay); "
@@ -54,6 +59,8 @@ void StateGauges::Set(const core::CoreStats& core) {
   overlay_records_.Set(D(core.overlay_records));
   overlay_bytes_.Set(D(core.overlay_bytes));
   checkpoint_sequence_.Set(D(core.checkpoint_sequence));
+  reservations_->Increment(D(core.reservations_made - reservations_seen_));
+  reservations_seen_ = core.reservations_made;
 }
 
 void StateGauges::Set(const storage::Store::MemoryUsage& store) {

@@ -47,6 +47,8 @@ class StateGauges {
   prometheus::Gauge& heap_free_;
   prometheus::Gauge& heap_cached_;
   prometheus::Counter* heap_releases_;
+  prometheus::Counter* reservations_;
+  uint64_t reservations_seen_ = 0;  // what reservations_ shows so far
   prometheus::Family<prometheus::Counter>& store_ops_;
   prometheus::Counter &store_commits_, &store_puts_, &store_deletes_, &store_range_deletes_;
   storage::Store::WriteCounts written_;  // what the counters show so far
