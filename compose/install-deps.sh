@@ -16,7 +16,7 @@ PACKAGES=(
   librdkafka-dev librocksdb-dev libspdlog-dev libfmt-dev libabsl-dev
   libbenchmark-dev libgtest-dev libgmock-dev
   prometheus-cpp-dev libcli11-dev nlohmann-json3-dev libgoogle-perftools-dev
-  kcat curl procps default-jre-headless maven tmux clang-format
+  kcat curl procps default-jre-headless maven tmux clang-format python3 python3-venv
   libboost-dev libjwt-dev libssl-dev chromium wrk
   redis-server redis-tools postgresql prometheus
 )
