@@ -71,11 +71,32 @@ TEST_F(CoreTest, RecoveryRestoresLevelsHoldsAndSequence) {
   EXPECT_EQ(Level("sku-a").on_hand(), 6);  // 10 - 1 - 2 - 1
   EXPECT_EQ(Level("sku-a").reserved(), 0);
 
-  // Nothing older than the restart is retained in memory: resuming from before it is a gap.
+  // The events from before the restart are still in the journal: a stream resumes across it.
   Recorder rec;
   auto attach = core_->change_feed().Subscribe(&rec, 0);
-  EXPECT_TRUE(attach.gap);
+  EXPECT_FALSE(attach.gap);
+  ASSERT_GE(attach.replay.size(), last);
+  for (uint64_t i = 0; i < last; ++i) EXPECT_EQ(attach.replay[i]->sequence(), i + 1);
+  EXPECT_EQ(attach.replay[0]->event_id(), fmt::format("{}-1", store_id));
   core_->change_feed().Unsubscribe(&rec);
+}
+
+TEST_F(CoreTest, AfterARestartOnlyWhatTheJournalStillHoldsIsRetained) {
+  for (int i = 0; i < 5; ++i) ASSERT_OK(Adjust("sku-a", 1));
+  // A relay delivered the first three events; the checkpoint at shutdown trims them.
+  StoreRecord(Table::kMeta, storage::meta_keys::kRelayCursor, storage::EncodeSequence(4));
+  Reopen();
+  Recorder rec;
+  auto attach = core_->change_feed().Subscribe(&rec, 0);
+  EXPECT_TRUE(attach.gap);  // 1..3 are gone
+  EXPECT_EQ(attach.oldest_retained, 4u);
+  core_->change_feed().Unsubscribe(&rec);
+  auto resumed = core_->change_feed().Subscribe(&rec, 3);
+  EXPECT_FALSE(resumed.gap);
+  ASSERT_EQ(resumed.replay.size(), 2u);
+  EXPECT_EQ(resumed.replay[0]->sequence(), 4u);
+  core_->change_feed().Unsubscribe(&rec);
+  check_invariants_ = false;  // the journal no longer starts at 1, on purpose
 }
 
 TEST_F(CoreTest, RecoveryRefusesABrokenInvariant) {

@@ -70,9 +70,11 @@ void ChangeFeed::DeliverKeyed(const std::vector<EventPtr>& events) {
   for (auto& [l, mine] : matched) l->OnEvents(mine);
 }
 
-void ChangeFeed::Reset(uint64_t last_sequence) {
+void ChangeFeed::Reset(uint64_t last_sequence, std::vector<EventPtr> retained) {
   std::lock_guard lock(mu_);
   retained_.clear();
+  const size_t skip = retained.size() > retention_ ? retained.size() - retention_ : 0;
+  for (size_t i = skip; i < retained.size(); ++i) retained_.push_back(std::move(retained[i]));
   last_sequence_.store(last_sequence, std::memory_order_release);
 }
 

@@ -10,6 +10,7 @@
 #include "core/validation.h"
 #include "fmt/format.h"
 #include "idempotency.h"
+#include "journal.h"
 #include "logging.h"
 #include "reads.h"
 #include "table_overlay.h"
@@ -178,7 +179,14 @@ absl::StatusOr<std::unique_ptr<InventoryCore>> InventoryCore::Open(storage::Stor
   if (recovered->replayed_entries > 0) {
     if (absl::Status s = impl->checkpointer_.Checkpoint(); !s.ok()) return s;
   }
-  impl->feed_.Reset(recovered->last_sequence);
+  // The newest events still in the journal (not yet trimmed): streams open before a restart
+  // resume from them instead of starting over with a snapshot.
+  const uint64_t last = recovered->last_sequence;
+  const uint64_t keep = std::min<uint64_t>(options.change_feed_retention, last);
+  auto retained = keep == 0 ? absl::StatusOr<std::vector<EventPtr>>(std::vector<EventPtr>{})
+                            : ReadJournalEvents(store, last - keep + 1, last);
+  if (!retained.ok()) return retained.status();
+  impl->feed_.Reset(last, *std::move(retained));
   impl->pipeline_.Start();
   return std::unique_ptr<InventoryCore>(new InventoryCore(std::move(impl)));
 }

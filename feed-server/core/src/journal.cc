@@ -118,4 +118,37 @@ absl::StatusOr<ReplayedEntry> DecodeJournalEntry(std::string_view key, std::stri
   return out;
 }
 
+absl::StatusOr<std::vector<EventPtr>> ReadJournalEvents(const storage::ReadView& view,
+                                                        uint64_t first, uint64_t last) {
+  std::vector<EventPtr> events;
+  absl::Status error;
+  internal::v1::JournalEntry entry;
+  absl::Status s = view.Scan(
+      storage::Table::kJournal, storage::EncodeSequence(first), "",
+      [&](std::string_view key, std::string_view value) {
+        if (!entry.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
+          error = absl::DataLossError(
+              fmt::format("journal entry of {} bytes is corrupt", value.size()));
+          return false;
+        }
+        for (int i = 0; i < entry.events_size(); ++i) {
+          const uint64_t sequence = entry.first_sequence() + static_cast<uint64_t>(i);
+          if (sequence < first || sequence > last) continue;
+          auto event = std::make_shared<events::v1::Event>();
+          if (!event->ParseFromString(entry.events(i)) || event->sequence() != sequence) {
+            error = absl::DataLossError(fmt::format("journal event {} is corrupt", sequence));
+            return false;
+          }
+          // Only a run that continues the one before it counts.
+          if (!events.empty() && events.back()->sequence() + 1 != sequence) events.clear();
+          events.push_back(std::move(event));
+        }
+        return entry.last_sequence() < last;
+      });
+  if (!s.ok()) return s;
+  if (!error.ok()) return error;
+  if (!events.empty() && events.back()->sequence() != last) events.clear();
+  return events;
+}
+
 }  // namespace feed::core

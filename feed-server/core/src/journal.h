@@ -21,6 +21,12 @@ namespace feed::core {
 void EncodeJournalEntry(const std::vector<std::shared_ptr<events::v1::Event>>& events,
                         const MutationLog& mutations, std::string* out);
 
+// The events of the journal entries that hold sequences first..last, in order, as long as
+// they are consecutive and end at `last` (the entries before a gap, or trimmed away, are
+// left out). What a restarted change feed retains.
+absl::StatusOr<std::vector<EventPtr>> ReadJournalEvents(const storage::ReadView& view,
+                                                        uint64_t first, uint64_t last);
+
 // A stored entry read back: its table changes as a MutationLog, and its sequence range.
 struct ReplayedEntry {
   uint64_t first_sequence = 0;

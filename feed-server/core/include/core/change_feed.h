@@ -52,8 +52,10 @@ class ChangeFeed {
   void Unsubscribe(ChangeListener* listener);
   // One caller at a time (the core's publisher thread), events in sequence order.
   void Publish(const std::vector<EventPtr>& events);
-  // Sets the sequence already committed at startup (nothing retained before it).
-  void Reset(uint64_t last_sequence);
+  // Sets the sequence already committed at startup, and the events before it that are still
+  // known (`retained`: consecutive, ending at last_sequence; the newest `retention` are kept),
+  // so that a stream that was open before a restart can resume without a new snapshot.
+  void Reset(uint64_t last_sequence, std::vector<EventPtr> retained = {});
 
   // The newest sequence delivered to every listener. Lock-free: it does not wait for a
   // publication in progress (which can take long with thousands of listeners).
