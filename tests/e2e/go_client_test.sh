@@ -7,7 +7,10 @@
 #      exactly once, in order, with no gap, and the same levels the replies gave;
 #   3. `reserve` retried across a server restart (UNAVAILABLE) and across a stalled server
 #      (attempt timeout): held once, and the same key again is a replay;
-#   4. `kafka-consumer` reads the run's three topics: every event id once, sequences 1..N.
+#   4. an order created (the same key again: a replay), paid and advanced to DELIVERED while
+#      the `order follow` example follows it across a restart: each status once, in order;
+#   5. `kafka-consumer` reads the run's three topics: every event id once, sequences 1..N,
+#      the replies' stock changes and the order's status events and receipt among them.
 #
 # Usage: go_client_test.sh FEED_SERVER REPO
 # Needs Go and protoc; Go modules come from the module proxy, the protoc plugins go into
@@ -24,13 +27,15 @@ GO_DIR="$REPO/clients/go"
 WORK="$(mktemp -d /tmp/go-client-test-XXXXXX)"
 BIN="$WORK/bin"
 T0=$SECONDS
-SERVER_PID="" WATCH_PID="" RESERVE_PID=""
+SERVER_PID="" WATCH_PID="" RESERVE_PID="" FOLLOW_PID=""
 
 say() { echo "go_client_test: $* (+$((SECONDS - T0)) s)" >&2; }
+FAILED=""
 fail() {
+  FAILED=1
   echo "go_client_test: FAIL: $*" >&2
   local f
-  for f in "$WORK"/server.log "$WORK"/*.err; do
+  for f in "$WORK"/server.log "$WORK"/*.err "$WORK"/*.out; do
     [ -s "$f" ] || continue
     echo "---- last lines of $(basename "$f") ----" >&2
     tail -n 15 "$f" >&2
@@ -39,12 +44,16 @@ fail() {
 }
 cleanup() {
   local p
-  for p in $RESERVE_PID $WATCH_PID $SERVER_PID; do
+  for p in $FOLLOW_PID $RESERVE_PID $WATCH_PID $SERVER_PID; do
     kill -CONT "$p" 2>/dev/null
     kill -KILL "$p" 2>/dev/null
   done
   wait 2>/dev/null
-  rm -rf "$WORK"
+  if [ -n "$FAILED" ] && [ -n "${GO_CLIENT_TEST_KEEP:-}" ]; then
+    echo "go_client_test: outputs kept in $WORK" >&2
+  else
+    rm -rf "$WORK"
+  fi
 }
 trap cleanup EXIT
 
@@ -84,7 +93,7 @@ say "generating the Go code"
 say "building the examples"
 (cd "$GO_DIR" && go build -p 2 -o "$BIN/" ./examples/...) >"$WORK/build.log" 2>&1 ||
   { cat "$WORK/build.log" >&2; fail "go build failed"; }
-for b in watch reserve adjust kafka-consumer; do
+for b in watch reserve adjust order kafka-consumer; do
   [ -x "$BIN/$b" ] || fail "example $b was not built"
 done
 say "go test ./..."
@@ -166,14 +175,14 @@ done
 "$BIN/watch" --sku w1,w2 --sku w3 --max-updates "$WATCHED_CHANGES" --idle-exit 30s \
   >"$WORK/watch.out" 2>"$WORK/watch.err" &
 WATCH_PID=$!
-wait_for 20 "the watch's snapshot" grep -q "snapshot complete" "$WORK/watch.err"
+wait_for 20 "the watch's snapshot" grep -qs "snapshot complete" "$WORK/watch.err"
 [ "$(grep -c 'kind=snapshot' "$WORK/watch.out")" = 3 ] || fail "snapshot rows: $(cat "$WORK/watch.out")"
 
 say "phase 1: changes before the restart"
 adjust p1a "${P1_ADJUST[@]}"
 reserve p1r --ttl 10m "${P1_RESERVE[@]}"
 LAST_P1="$(sed -n -E 's/^seq=([0-9]+) sku=w.*/\1/p' "$WORK/changes" | sort -n | tail -1)"
-watch_has() { grep -q "^seq=$1 " "$WORK/watch.out"; }
+watch_has() { grep -qs "^seq=$1 " "$WORK/watch.out"; }
 wait_for 20 "the watch to print seq=$LAST_P1" watch_has "$LAST_P1"
 
 say "restarting feed-server in the middle of the watch"
@@ -232,7 +241,7 @@ stop_server
 "$BIN/reserve" --key "$RUN-k1" --ttl 10m --attempts 40 --backoff 100ms --max-backoff 400ms w1:3 \
   >"$WORK/r1.out" 2>"$WORK/r1.err" &
 RESERVE_PID=$!
-wait_for 10 "reserve's first failed attempt" grep -q "attempt 1 failed" "$WORK/r1.err"
+wait_for 10 "reserve's first failed attempt" grep -qs "attempt 1 failed" "$WORK/r1.err"
 sleep 0.5
 start_server
 wait_for 30 "reserve to finish" exited "$RESERVE_PID"
@@ -255,8 +264,11 @@ kill -STOP "$SERVER_PID"
 "$BIN/reserve" --key "$RUN-k2" --ttl 10m --attempts 40 --attempt-timeout 300ms --backoff 100ms \
   --max-backoff 300ms w2:2 >"$WORK/r2.out" 2>"$WORK/r2.err" &
 RESERVE_PID=$!
-wait_for 10 "reserve's first timed-out attempt" grep -q "attempt 1 failed" "$WORK/r2.err"
+first_attempt_over() { grep -qs "attempt 1 failed" "$WORK/r2.err" || exited "$RESERVE_PID"; }
+wait_for 10 "reserve's first timed-out attempt" first_attempt_over
 kill -CONT "$SERVER_PID"
+grep -qs "attempt 1 failed" "$WORK/r2.err" ||
+  fail "reserve's first attempt did not fail although the server was stopped: $(cat "$WORK/r2.out" "$WORK/r2.err")"
 wait_for 30 "reserve to finish" exited "$RESERVE_PID"
 wait "$RESERVE_PID" || fail "reserve across the stall failed: $(cat "$WORK/r2.err")"
 RESERVE_PID=""
@@ -274,11 +286,49 @@ RC=$?
   fail "short stock: exit $RC, $(cat "$WORK/r3.err")"
 say "reserve: applied once across a restart and a stall, replayed with the same key"
 
-# --- 4. Kafka: every event of the run once ----------------------------------------------
-# Every event of the run is a change some reply reported: their sequences are 1..N.
-N="$(wc -l <"$WORK/changes")"
-sed -E 's/^seq=([0-9]+) .*/\1/' "$WORK/changes" | sort -n | cmp -s - <(seq 1 "$N") ||
-  fail "the replies' sequences are not 1..$N: $(sed -E 's/^seq=([0-9]+) .*/\1/' "$WORK/changes" | tr '\n' ' ')"
+# --- 4. an order followed across a restart ---------------------------------------------
+say "order: created, paid, followed across a restart to DELIVERED"
+adjust ostock --set o1=10
+"$BIN/order" create --customer c-1 --key "$RUN-o1" o1:2 >"$WORK/o-create.out" 2>"$WORK/o-create.err" ||
+  fail "order create: $(cat "$WORK/o-create.err")"
+ORDER_ID="$(field order "$WORK/o-create.out")"
+[ -n "$ORDER_ID" ] || fail "no order id: $(cat "$WORK/o-create.out")"
+"$BIN/order" create --customer c-1 --key "$RUN-o1" o1:2 >"$WORK/o-create2.out" 2>"$WORK/o-create2.err" ||
+  fail "order create again: $(cat "$WORK/o-create2.err")"
+[ "$(field order "$WORK/o-create2.out")" = "$ORDER_ID" ] && [ "$(field replayed "$WORK/o-create2.out")" = true ] ||
+  fail "the same key again is not a replay of $ORDER_ID: $(cat "$WORK/o-create2.out")"
+"$BIN/order" follow "$ORDER_ID" >"$WORK/follow.out" 2>"$WORK/follow.err" &
+FOLLOW_PID=$!
+follow_has() { grep -qs " status=$1 " "$WORK/follow.out"; }
+wait_for 10 "follow to print CONFIRMED" follow_has CONFIRMED
+order_do() { # order_do NAME ARGS...: runs the order example
+  local name="$1"
+  shift
+  "$BIN/order" "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" || fail "order $*: $(cat "$WORK/$name.err")"
+}
+order_do o-pay pay --payment-ref pay-1 "$ORDER_ID"
+wait_for 10 "follow to print PAID" follow_has PAID
+stop_server
+sleep 0.3
+start_server
+for st in PACKING DISPATCHED DELIVERED; do
+  order_do "o-$st" advance "$ORDER_ID" "$st"
+  wait_for 20 "follow to print $st" follow_has "$st"
+done
+wait_for 10 "follow to exit at DELIVERED" exited "$FOLLOW_PID"
+wait "$FOLLOW_PID" || fail "order follow failed: $(cat "$WORK/follow.err")"
+FOLLOW_PID=""
+STATUSES="$(sed -E 's/.* status=([A-Z]+) .*/\1/' "$WORK/follow.out" | tr '\n' ' ')"
+[ "$STATUSES" = "CONFIRMED PAID PACKING DISPATCHED DELIVERED " ] || fail "follow printed: $STATUSES"
+grep -q "reconnecting" "$WORK/follow.err" || fail "follow never reconnected: the restart was not crossed"
+say "order: $STATUSES, each once, across the restart"
+
+# --- 5. Kafka: every event of the run once ----------------------------------------------
+# The last change of the run: its sequence is the run's number of events.
+adjust final final=1
+N="$(field seq "$WORK/final.out")"
+DUP_SEQS="$(sed -E 's/^seq=([0-9]+) .*/\1/' "$WORK/changes" | sort -n | uniq -d)"
+[ -z "$DUP_SEQS" ] || fail "replies gave one sequence to two changes: $DUP_SEQS"
 say "kafka-consumer: sequences 1..$N"
 "$BIN/kafka-consumer" --brokers "$BROKER" --topics "$TOPICS" --until-sequence "$N" --idle-exit 30s \
   >"$WORK/kafka.out" 2>"$WORK/kafka-consumer.err" || fail "kafka-consumer failed: $(tail -3 "$WORK/kafka-consumer.err")"
@@ -293,6 +343,15 @@ while read -r line; do
   grep -q "^seq=$s id=[^ ]* key=$sku type=inventory.stock.changed " "$WORK/kafka.out" ||
     fail "Kafka lacks the stock event seq=$s key=$sku"
 done <"$WORK/changes"
+# The order's status events carry the sequences follow printed; one receipt.
+sed -E 's/^seq=([0-9]+) .*/\1/' "$WORK/follow.out" | while read -r s; do
+  grep -q "^seq=$s id=[^ ]* key=$ORDER_ID type=order.status.changed " "$WORK/kafka.out" || echo "$s"
+done >"$WORK/missing.status"
+[ ! -s "$WORK/missing.status" ] || fail "Kafka lacks the status events of $ORDER_ID at seq $(tr '\n' ' ' <"$WORK/missing.status")"
+[ "$(grep -c " key=$ORDER_ID type=order.receipt " "$WORK/kafka.out")" = 1 ] || fail "Kafka has no single receipt of $ORDER_ID"
+for t in "$RUN.stock" "$RUN.status" "$RUN.receipt"; do
+  grep -q " topic=$t " "$WORK/kafka.out" || fail "nothing read from topic $t"
+done
 say "kafka: $N events, each id once, $(sed -n -E 's/.* ([0-9]+) duplicate.*/\1/p' "$WORK/kafka-consumer.err") duplicate(s) dropped"
 
 stop_server

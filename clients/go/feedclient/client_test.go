@@ -34,9 +34,9 @@ type fakeServer struct {
 	orderv1.UnimplementedOrderServiceServer
 
 	mu           sync.Mutex
-	reserveKeys  []string
+	keys         []string // idempotency keys of the Reserve and AdjustStock attempts
 	applied      map[string]bool
-	reserveFails []error // answers of the first Reserve attempts
+	fails        []error // answers of the first Reserve / AdjustStock attempts
 	lostReplies  int     // attempts that are applied but answer UNAVAILABLE
 	watchReqs    []*inventoryv1.WatchStockRequest
 	watchScripts []streamScript[inventoryv1.StockUpdate]
@@ -47,10 +47,10 @@ type fakeServer struct {
 func (f *fakeServer) Reserve(ctx context.Context, req *inventoryv1.ReserveRequest) (*inventoryv1.ReserveResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.reserveKeys = append(f.reserveKeys, req.GetIdempotencyKey())
-	if len(f.reserveFails) > 0 {
-		err := f.reserveFails[0]
-		f.reserveFails = f.reserveFails[1:]
+	f.keys = append(f.keys, req.GetIdempotencyKey())
+	if len(f.fails) > 0 {
+		err := f.fails[0]
+		f.fails = f.fails[1:]
 		return nil, err
 	}
 	replayed := f.applied[req.GetIdempotencyKey()]
@@ -64,6 +64,18 @@ func (f *fakeServer) Reserve(ctx context.Context, req *inventoryv1.ReserveReques
 		Sequence:    7,
 		Replayed:    replayed,
 	}, nil
+}
+
+func (f *fakeServer) AdjustStock(ctx context.Context, req *inventoryv1.AdjustStockRequest) (*inventoryv1.AdjustStockResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.keys = append(f.keys, req.GetIdempotencyKey())
+	if len(f.fails) > 0 {
+		err := f.fails[0]
+		f.fails = f.fails[1:]
+		return nil, err
+	}
+	return &inventoryv1.AdjustStockResponse{Level: &inventoryv1.StockLevel{Sku: req.GetSku(), OnHand: req.GetQuantity()}, Sequence: 3}, nil
 }
 
 func (f *fakeServer) WatchStock(req *inventoryv1.WatchStockRequest, stream grpc.ServerStreamingServer[inventoryv1.StockUpdate]) error {
@@ -150,8 +162,8 @@ func testCtx(t *testing.T) context.Context {
 
 func TestReserveRetriesWithTheSameKey(t *testing.T) {
 	f := &fakeServer{
-		reserveFails: []error{status.Error(codes.Unavailable, "restarting"), status.Error(codes.Canceled, "shutting down")},
-		lostReplies:  1, // the third attempt is applied, its reply lost
+		fails:       []error{status.Error(codes.Unavailable, "restarting"), status.Error(codes.Canceled, "shutting down")},
+		lostReplies: 1, // the third attempt is applied, its reply lost
 	}
 	var retries []RetryInfo
 	c := startFake(t, f, Options{OnRetry: func(r RetryInfo) { retries = append(retries, r) }})
@@ -165,12 +177,12 @@ func TestReserveRetriesWithTheSameKey(t *testing.T) {
 	if len(retries) != 3 || retries[0].Method != "Reserve" || retries[2].Attempt != 3 || retries[1].IdempotencyKey != res.IdempotencyKey {
 		t.Errorf("OnRetry calls = %+v, want 3 for attempts 1-3 with the key", retries)
 	}
-	if len(f.reserveKeys) != 4 {
-		t.Fatalf("server saw %d attempts, want 4", len(f.reserveKeys))
+	if len(f.keys) != 4 {
+		t.Fatalf("server saw %d attempts, want 4", len(f.keys))
 	}
-	for _, k := range f.reserveKeys {
+	for _, k := range f.keys {
 		if k != res.IdempotencyKey || k == "" {
-			t.Errorf("attempt keys %v: every attempt must send the result's key %q", f.reserveKeys, res.IdempotencyKey)
+			t.Errorf("attempt keys %v: every attempt must send the result's key %q", f.keys, res.IdempotencyKey)
 			break
 		}
 	}
@@ -180,8 +192,8 @@ func TestReserveKeepsTheCallersKey(t *testing.T) {
 	f := &fakeServer{}
 	c := startFake(t, f, Options{})
 	res, err := c.Reserve(testCtx(t), []*inventoryv1.Line{NewLine("a", "", 1)}, ReserveOptions{IdempotencyKey: "order-17"})
-	if err != nil || res.IdempotencyKey != "order-17" || f.reserveKeys[0] != "order-17" || res.Replayed {
-		t.Fatalf("Reserve = %+v, %v; server keys %v", res, err, f.reserveKeys)
+	if err != nil || res.IdempotencyKey != "order-17" || f.keys[0] != "order-17" || res.Replayed {
+		t.Fatalf("Reserve = %+v, %v; server keys %v", res, err, f.keys)
 	}
 	res, err = c.Reserve(testCtx(t), []*inventoryv1.Line{NewLine("a", "", 1)}, ReserveOptions{IdempotencyKey: "order-17"})
 	if err != nil || !res.Replayed {
@@ -190,18 +202,18 @@ func TestReserveKeepsTheCallersKey(t *testing.T) {
 }
 
 func TestReserveShortStockIsNotRetried(t *testing.T) {
-	f := &fakeServer{reserveFails: []error{status.Error(codes.FailedPrecondition, "insufficient stock")}}
+	f := &fakeServer{fails: []error{status.Error(codes.FailedPrecondition, "insufficient stock")}}
 	c := startFake(t, f, Options{})
 	_, err := c.Reserve(testCtx(t), []*inventoryv1.Line{NewLine("a", "", 100)}, ReserveOptions{})
 	var ce *CallError
-	if !IsShortStock(err) || !errors.As(err, &ce) || ce.Attempts != 1 || len(f.reserveKeys) != 1 {
+	if !IsShortStock(err) || !errors.As(err, &ce) || ce.Attempts != 1 || len(f.keys) != 1 {
 		t.Fatalf("err = %v; want one attempt, FAILED_PRECONDITION", err)
 	}
 }
 
 func TestReserveGivesUpAfterMaxAttempts(t *testing.T) {
 	down := status.Error(codes.Unavailable, "down")
-	f := &fakeServer{reserveFails: []error{down, down, down, down}}
+	f := &fakeServer{fails: []error{down, down, down, down}}
 	c := startFake(t, f, Options{Retry: RetryPolicy{MaxAttempts: 3, InitialBackoff: time.Millisecond}})
 	_, err := c.Reserve(testCtx(t), []*inventoryv1.Line{NewLine("a", "", 1)}, ReserveOptions{})
 	var ce *CallError
@@ -214,6 +226,25 @@ func TestReserveRejectsNoLines(t *testing.T) {
 	c := startFake(t, &fakeServer{}, Options{})
 	if _, err := c.Reserve(testCtx(t), nil, ReserveOptions{}); err == nil {
 		t.Fatal("Reserve with no lines: want an error")
+	}
+}
+
+func TestAdjustStockLeavesTheRequestAlone(t *testing.T) {
+	f := &fakeServer{fails: []error{status.Error(codes.Unavailable, "down")}}
+	c := startFake(t, f, Options{})
+	req := &inventoryv1.AdjustStockRequest{Sku: "a", Mode: inventoryv1.AdjustMode_ADJUST_MODE_SET, Quantity: 5}
+	res, err := c.AdjustStock(testCtx(t), req)
+	if err != nil || res.Attempts != 2 || res.Reply.GetLevel().GetOnHand() != 5 {
+		t.Fatalf("AdjustStock = %+v, %v", res, err)
+	}
+	if req.IdempotencyKey != "" {
+		t.Errorf("the caller's request was modified: key %q", req.IdempotencyKey)
+	}
+	if len(f.keys) != 2 || f.keys[0] != res.IdempotencyKey || f.keys[1] != res.IdempotencyKey {
+		t.Errorf("attempt keys %v, want twice %q", f.keys, res.IdempotencyKey)
+	}
+	if _, err := c.AdjustStock(testCtx(t), nil); err == nil {
+		t.Error("AdjustStock(nil): want an error")
 	}
 }
 

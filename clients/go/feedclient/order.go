@@ -72,8 +72,10 @@ func (o *orderResume) accept(u *orderv1.OrderStatusUpdate) (deliver, terminal bo
 // FollowOrder streams an order's status updates to handler: the current status first,
 // then every change, and returns nil once a terminal status (DELIVERED, CANCELLED,
 // EXPIRED) has been handed over. It reconnects like WatchStock, without repeating an
-// update. Other ends: ctx.Err(), handler's error (ErrStop: nil), the server's refusal
-// (e.g. NOT_FOUND).
+// update. The server does not replay an order's history: a status the order passed
+// through while the stream was down is not handed over, the one it has on reconnection
+// is (the handler learns where the order is, but may skip a stage). Other ends:
+// ctx.Err(), handler's error (ErrStop: nil), the server's refusal (e.g. NOT_FOUND).
 func (c *Client) FollowOrder(ctx context.Context, orderID string, handler func(*orderv1.OrderStatusUpdate) error, opts ...FollowOption) error {
 	if handler == nil {
 		return errors.New("feedclient: FollowOrder: nil handler")
