@@ -10,10 +10,12 @@
 #   4. an order created (the same key again: a replay), paid and advanced to DELIVERED while
 #      the `order follow` example follows it across a restart: each status once, in order;
 #   5. `kafka-consumer` reads the run's three topics: every event id once, sequences 1..N,
-#      the replies' stock changes and the order's status events and receipt among them.
+#      the replies' stock changes and the order's status events and receipt among them;
+#   6. a server with TLS and tokens: the examples with a CA file and a token (or a token
+#      file); a wrong token is UNAUTHENTICATED, a token without TLS is refused by Dial.
 #
 # Usage: go_client_test.sh FEED_SERVER REPO
-# Needs Go and protoc; Go modules come from the module proxy, the protoc plugins go into
+# Needs Go, protoc and openssl (compose/dev-certs.sh); Go modules come from the module proxy, the protoc plugins go into
 # REPO/.cache/gobin. Kafka: the broker of compose/kafka.sh (start is run: idempotent), or
 # the one named by KAFKA_BROKERS when set.
 set -u
@@ -228,8 +230,8 @@ fi
 say "watch: $WATCHED_CHANGES changes after the snapshot at seq=$CUT, once each, in order, across the restart"
 
 # --- 3. reserve retried across a restart and across a stalled server --------------------
-reserved_of() { # reserved_of SKU LOCATION: the level's reserved, read by a snapshot
-  "$BIN/watch" --sku "$1" --location "$2" --snapshot-only 2>/dev/null |
+reserved_of() { # reserved_of SKU LOCATION [FLAGS...]: the level's reserved, read by a snapshot
+  "$BIN/watch" --sku "$1" --location "$2" --snapshot-only "${@:3}" 2>/dev/null |
     sed -n -E 's/.* reserved=([0-9-]+) .*/\1/p'
 }
 field() { sed -n -E "1s/.*$1=([^ ]+).*/\1/p" "$2"; }
@@ -355,4 +357,31 @@ done
 say "kafka: $N events, each id once, $(sed -n -E 's/.* ([0-9]+) duplicate.*/\1/p' "$WORK/kafka-consumer.err") duplicate(s) dropped"
 
 stop_server
+
+# --- 6. TLS with a CA file and a bearer token ------------------------------------------
+say "TLS and a bearer token"
+"$REPO/compose/dev-certs.sh" "$WORK/certs" >"$WORK/certs.log" 2>&1 || fail "compose/dev-certs.sh: $(cat "$WORK/certs.log")"
+TOKEN="go-client-test-token-$RANDOM$RANDOM$RANDOM"
+echo "$TOKEN go-client-test stock:read stock:reserve stock:adjust" >"$WORK/tokens"
+echo "$TOKEN" >"$WORK/token"
+FEED_SERVER="127.0.0.1:$(free_port)" || fail "no free port"
+"$SERVER_BIN" --listen "$FEED_SERVER" --http-listen "" --metrics-listen "" --data-dir "$WORK/data-tls" \
+  --log-rpcs false --tls-cert-file "$WORK/certs/server.crt" --tls-key-file "$WORK/certs/server.key" \
+  --auth-token-file "$WORK/tokens" >"$WORK/server-tls.log" 2>&1 &
+SERVER_PID=$!
+wait_for 20 "the TLS server to start" grep -qs "feed-server listening on" "$WORK/server-tls.log"
+TLS=(--tls-ca "$WORK/certs/ca.crt")
+"$BIN/adjust" "${TLS[@]}" --token "$TOKEN" --set t1=5 >"$WORK/tls-adjust.out" 2>"$WORK/tls-adjust.err" ||
+  fail "adjust over TLS with a token: $(cat "$WORK/tls-adjust.err")"
+"$BIN/reserve" "${TLS[@]}" --token-file "$WORK/token" t1:2 >"$WORK/tls-reserve.out" 2>"$WORK/tls-reserve.err" ||
+  fail "reserve over TLS with a token file: $(cat "$WORK/tls-reserve.err")"
+[ "$(reserved_of t1 default --tls-ca "$WORK/certs/ca.crt" --token "$TOKEN")" = 2 ] || fail "t1 not reserved over TLS"
+"$BIN/adjust" "${TLS[@]}" --token wrong-token t1=1 >/dev/null 2>"$WORK/tls-bad-token.err"
+RC=$?
+[ "$RC" = 2 ] && grep -q "Unauthenticated" "$WORK/tls-bad-token.err" || fail "a wrong token: exit $RC, $(cat "$WORK/tls-bad-token.err")"
+"$BIN/adjust" --token "$TOKEN" t1=1 >/dev/null 2>"$WORK/tls-no-tls.err"
+RC=$?
+[ "$RC" = 1 ] && grep -q "needs TLS" "$WORK/tls-no-tls.err" || fail "a token without TLS: exit $RC, $(cat "$WORK/tls-no-tls.err")"
+stop_server
+
 echo "go_client_test: ok ($((SECONDS - T0)) s)"
