@@ -29,7 +29,8 @@ export KAFKA_CERTS_DIR="$dir/certs"
 export KAFKA_SASL_USER=feed-relay
 KAFKA_SASL_PASSWORD="$(cat "$dir/sasl.password")"
 export KAFKA_SASL_PASSWORD
-export KAFKA_HEAP_OPTS="${KAFKA_HEAP_OPTS:--Xmx256m -Xms128m}"
+# 256m ran out of heap during startup in CI once (SASL + TLS listeners); the default broker uses 512m too.
+export KAFKA_HEAP_OPTS="${KAFKA_HEAP_OPTS:--Xmx512m -Xms256m}"
 
 case "$cmd" in
   start | stop | status) exec "$REPO/compose/kafka.sh" "$cmd" ;;
