@@ -156,6 +156,31 @@ TEST_F(GrpcTest, IdempotencyByFieldAndByHeader) {
   EXPECT_EQ(Level("sku-i").reserved(), 2);
 }
 
+TEST_F(GrpcTest, BatchAdjustStockAnswersEachLineInOneCall) {
+  inv::BatchAdjustStockRequest batch;
+  for (int i = 0; i < 300; ++i) {
+    auto* a = batch.add_adjustments();
+    a->set_sku(i == 7 ? "bad sku" : "batch-" + std::to_string(i));
+    a->set_mode(inv::ADJUST_MODE_SET);
+    a->set_quantity(i);
+    a->set_idempotency_key("batch-key-" + std::to_string(i));
+  }
+  inv::BatchAdjustStockResponse response;
+  auto ctx = Ctx();
+  ASSERT_TRUE(stub_->BatchAdjustStock(ctx.get(), batch, &response).ok());
+  ASSERT_EQ(response.results_size(), 300);
+  for (int i = 0; i < 300; ++i) {
+    if (i == 7) {
+      EXPECT_EQ(response.results(i).code(), static_cast<int>(grpc::StatusCode::INVALID_ARGUMENT));
+      EXPECT_THAT(response.results(i).message(), HasSubstr("adjustments[7].sku"));
+    } else {
+      EXPECT_EQ(response.results(i).code(), 0) << response.results(i).message();
+      EXPECT_EQ(response.results(i).response().level().on_hand(), i);
+    }
+  }
+  EXPECT_EQ(Level("batch-299").on_hand(), 299);
+}
+
 TEST_F(GrpcTest, GetStockReadsManySkusAndLocationsInOneCall) {
   Adjust("multi-a", 1, "wh-1");
   Adjust("multi-a", 2, "wh-2");

@@ -82,6 +82,26 @@ TEST_F(HttpTest, ReserveCommitAndReadStockThroughTheRoutes) {
   ExpectError(released, 400, 9, "COMMITTED");  // FAILED_PRECONDITION: already committed
 }
 
+TEST_F(HttpTest, BatchAdjustAnswersEachLineAndRefusesAnEmptyBatchWhole) {
+  auto c = Connect();
+  json lines = {{{"sku", "hb-1"}, {"mode", "ADJUST_MODE_SET"}, {"quantity", 4}},
+                {{"sku", "hb-2"}, {"mode", "ADJUST_MODE_DELTA"}, {"quantity", -1}},
+                {{"sku", "hb-1"}, {"mode", "ADJUST_MODE_DELTA"}, {"quantity", 2}}};
+  auto r = c.Call("POST", "/v1/stock:batchAdjust", json{{"adjustments", lines}}.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  json results = Json(r)["results"];
+  ASSERT_EQ(results.size(), 3u) << r.body;
+  EXPECT_EQ(results[0]["response"]["level"]["onHand"], "4");
+  EXPECT_EQ(results[1].value("code", 0), 9) << r.body;  // FAILED_PRECONDITION: below zero
+  EXPECT_THAT(results[1].value("message", ""), HasSubstr("adjustments[1]"));
+  EXPECT_EQ(results[2]["response"]["level"]["onHand"], "6");
+  EXPECT_EQ(Json(c.Call("GET", "/v1/stock?sku=hb-1"))["levels"][0]["onHand"], "6");
+  EXPECT_EQ(Json(c.Call("GET", "/v1/stock?sku=hb-2"))["missing"].size(), 1u);
+
+  ExpectError(c.Call("POST", "/v1/stock:batchAdjust", R"({"adjustments":[]})"), 400, 3,
+              "adjustments");
+}
+
 TEST_F(HttpTest, IdempotencyKeyHeaderReplaysAndConflicts) {
   auto c = Connect();
   SetStock(c, "h-idem", 5);

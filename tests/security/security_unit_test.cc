@@ -234,6 +234,7 @@ TEST(ScopeTableTest, EveryServedMethodHasItsScope) {
       {"inventory.v1.InventoryService/Release", "stock:reserve"},
       {"inventory.v1.InventoryService/Feed", "stock:reserve"},
       {"inventory.v1.InventoryService/AdjustStock", "stock:adjust"},
+      {"inventory.v1.InventoryService/BatchAdjustStock", "stock:adjust"},
       {"order.v1.OrderService/CreateOrder", "orders:write"},
       {"order.v1.OrderService/PayOrder", "orders:write"},
       {"order.v1.OrderService/AdvanceOrder", "orders:write"},

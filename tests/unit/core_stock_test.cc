@@ -438,3 +438,74 @@ TEST_F(CoreTest, GetStockManyKeysEveryLocationAndMissing) {
 
 }  // namespace
 }  // namespace feed::core_test
+
+namespace feed::core_test {
+namespace {
+
+inv::AdjustStockRequest AdjustReq(const std::string& sku, int64_t quantity, inv::AdjustMode mode,
+                                  const std::string& key = "") {
+  inv::AdjustStockRequest r;
+  r.set_sku(sku);
+  r.set_mode(mode);
+  r.set_quantity(quantity);
+  r.set_reason("batch test");
+  r.set_idempotency_key(key);
+  return r;
+}
+
+TEST_F(CoreTest, BatchAdjustAppliesEachAdjustmentOnItsOwnInOrder) {
+  ASSERT_OK(Adjust("sku-a", 5));
+  inv::BatchAdjustStockRequest batch;
+  *batch.add_adjustments() = AdjustReq("sku-a", 10, inv::ADJUST_MODE_SET, "b-1");
+  *batch.add_adjustments() = AdjustReq("sku-b", 0, inv::ADJUST_MODE_DELTA);   // invalid: 0
+  *batch.add_adjustments() = AdjustReq("sku-c", -1, inv::ADJUST_MODE_DELTA);  // refused: < 0
+  *batch.add_adjustments() = AdjustReq("sku-a", 2, inv::ADJUST_MODE_DELTA, "b-2");
+  *batch.add_adjustments() = AdjustReq("sku a", 1, inv::ADJUST_MODE_DELTA);  // invalid sku
+  const size_t events = EventCount();
+  auto r = CallSync(*core_, &InventoryCore::BatchAdjustStock, batch);
+  ASSERT_OK(r);
+  ASSERT_EQ(r->results_size(), 5);
+  EXPECT_EQ(r->results(0).code(), 0);
+  EXPECT_EQ(r->results(0).response().level().on_hand(), 10);
+  EXPECT_EQ(r->results(1).code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(r->results(1).message(), StartsWith("adjustments[1].quantity: "));
+  EXPECT_EQ(r->results(2).code(), static_cast<int>(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(r->results(2).message(), StartsWith("adjustments[2]: adjustment would make"));
+  EXPECT_EQ(r->results(3).code(), 0);
+  EXPECT_EQ(r->results(3).response().level().on_hand(), 12);  // after item 0, in order
+  EXPECT_EQ(r->results(4).code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(r->results(4).message(), StartsWith("adjustments[4].sku: "));
+  EXPECT_EQ(EventCount(), events + 2);  // one per applied adjustment, nothing for the others
+  EXPECT_FALSE(HasLevel("sku-c"));
+
+  // The same batch again: the keyed adjustments replay, the unkeyed refused ones stay refused.
+  auto again = CallSync(*core_, &InventoryCore::BatchAdjustStock, batch);
+  ASSERT_OK(again);
+  EXPECT_TRUE(again->results(0).response().replayed());
+  EXPECT_TRUE(again->results(3).response().replayed());
+  EXPECT_EQ(again->results(3).response().level().on_hand(), 12);
+  EXPECT_EQ(Level("sku-a").on_hand(), 12);
+  // A batch's key is an AdjustStock key: the single call replays it too.
+  auto single = Adjust(batch.adjustments(3));
+  ASSERT_OK(single);
+  EXPECT_TRUE(single->replayed());
+  // ...and the same key with a different request is refused, as for two single calls.
+  auto other = AdjustReq("sku-a", 3, inv::ADJUST_MODE_DELTA, "b-2");
+  EXPECT_TRUE(IsError(Adjust(other), absl::StatusCode::kAlreadyExists, "idempotency_key 'b-2'"));
+}
+
+TEST_F(CoreTest, BatchAdjustRefusesAnEmptyOrOversizedBatchWhole) {
+  inv::BatchAdjustStockRequest empty;
+  EXPECT_TRUE(IsError(CallSync(*core_, &InventoryCore::BatchAdjustStock, empty),
+                      absl::StatusCode::kInvalidArgument, "adjustments: 0 given"));
+  inv::BatchAdjustStockRequest big;
+  for (size_t i = 0; i <= options_.limits.max_batch_adjustments; ++i) {
+    *big.add_adjustments() = AdjustReq(fmt::format("sku-{}", i), 1, inv::ADJUST_MODE_DELTA);
+  }
+  EXPECT_TRUE(IsError(CallSync(*core_, &InventoryCore::BatchAdjustStock, big),
+                      absl::StatusCode::kInvalidArgument, "a batch holds 1 to 1000"));
+  EXPECT_EQ(EventCount(), 0u);
+}
+
+}  // namespace
+}  // namespace feed::core_test

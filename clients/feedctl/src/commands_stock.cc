@@ -2,9 +2,9 @@
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -95,13 +95,12 @@ class Progress {
 
 struct ImportArgs {
   std::string file, mode = "set", import_id, reason = "csv import", errors_file;
-  int window = 64;
+  int batch = 500;
+  int window = 4;
   bool skip_invalid = false;
   std::string progress = "auto";  // auto | on | off
 };
 
-// Every line an AdjustStock call of its own, `window` of them in flight on one completion
-// queue: the server's writer commits the calls that arrive together as one batch.
 int Import(Context& ctx, const ImportArgs& a) {
   std::ifstream in(a.file, std::ios::binary);
   if (!in) {
@@ -150,53 +149,80 @@ int Import(Context& ctx, const ImportArgs& a) {
 
   Connection* c = ctx.Connect();
   if (c == nullptr) return kUsage;
+  // BatchAdjustStock calls of up to `batch` lines, `window` of them in flight on one
+  // completion queue; each line is applied or refused on its own.
   grpc::CompletionQueue cq;
   struct Call {
-    const CsvAdjustment* line;
+    size_t first, count;  // lines [first, first + count) of parsed.adjustments
     std::unique_ptr<grpc::ClientContext> context;
-    AdjustStockResponse response;
+    inventory::v1::BatchAdjustStockResponse response;
     grpc::Status status;
-    std::unique_ptr<grpc::ClientAsyncResponseReader<AdjustStockResponse>> reader;
+    std::unique_ptr<grpc::ClientAsyncResponseReader<inventory::v1::BatchAdjustStockResponse>>
+        reader;
   };
   const size_t total = parsed.adjustments.size();
   const bool show = a.progress == "on" || (a.progress == "auto" && isatty(STDERR_FILENO) != 0);
   Progress progress(total, show);
+  const size_t batch = static_cast<size_t>(std::max(1, a.batch));
   size_t next = 0, done = 0, changed = 0, replayed = 0, unavailable = 0;
-  std::deque<std::unique_ptr<Call>> pending;
-  auto start = [&](const CsvAdjustment& line) {
+  std::vector<std::unique_ptr<Call>> pending;
+  auto start = [&] {
     auto call = std::make_unique<Call>();
-    call->line = &line;
+    call->first = next;
+    call->count = std::min(batch, total - next);
+    next += call->count;
+    inventory::v1::BatchAdjustStockRequest request;
+    for (size_t i = 0; i < call->count; ++i) {
+      *request.add_adjustments() = parsed.adjustments[call->first + i].request;
+    }
     call->context = c->NewContext();
-    call->reader = c->inventory().AsyncAdjustStock(call->context.get(), line.request, &cq);
+    call->reader = c->inventory().AsyncBatchAdjustStock(call->context.get(), request, &cq);
     call->reader->Finish(&call->response, &call->status, call.get());
     pending.push_back(std::move(call));
   };
   const size_t window = static_cast<size_t>(std::max(1, a.window));
-  while (next < total && pending.size() < window) start(parsed.adjustments[next++]);
+  while (next < total && pending.size() < window) start();
   void* tag = nullptr;
   bool ok = false;
   while (!pending.empty() && cq.Next(&tag, &ok)) {
     auto* call = static_cast<Call*>(tag);
-    ++done;
-    if (call->status.ok()) {
-      ++(call->response.replayed() ? replayed : changed);
-    } else {
-      if (ExitFor(call->status) == kUnavailable) ++unavailable;
-      failures.push_back({call->line->line, StatusCodeName(call->status.error_code()),
-                          call->status.error_message()});
-    }
-    for (auto it = pending.begin(); it != pending.end(); ++it) {
-      if (it->get() == call) {
-        pending.erase(it);
-        break;
+    done += call->count;
+    for (size_t i = 0; i < call->count; ++i) {
+      const int line = parsed.adjustments[call->first + i].line;
+      if (!call->status.ok()) {
+        failures.push_back(
+            {line, StatusCodeName(call->status.error_code()), call->status.error_message()});
+        continue;
+      }
+      if (static_cast<int>(i) >= call->response.results_size()) {
+        failures.push_back({line, "INTERNAL", "no result for this line in the server's answer"});
+        continue;
+      }
+      const auto& result = call->response.results(static_cast<int>(i));
+      if (result.code() == 0) {
+        ++(result.response().replayed() ? replayed : changed);
+      } else {
+        // The server names the item by its place in the batch; the line says where it is.
+        std::string message = result.message();
+        if (size_t colon = message.find(": ");
+            message.rfind("adjustments[", 0) == 0 && colon != std::string::npos) {
+          message = message.substr(colon + 2);
+        }
+        failures.push_back(
+            {line, StatusCodeName(static_cast<grpc::StatusCode>(result.code())), message});
       }
     }
+    if (ExitFor(call->status) == kUnavailable) ++unavailable;
+    pending.erase(std::find_if(pending.begin(), pending.end(),
+                               [call](const auto& p) { return p.get() == call; }));
     // An unreachable server: stop sending; a re-run continues where this one stopped.
     if (unavailable == 0) {
-      while (next < total && pending.size() < window) start(parsed.adjustments[next++]);
+      while (next < total && pending.size() < window) start();
     }
     progress.Update(done, failures.size(), done == total);
   }
+  std::sort(failures.begin(), failures.end(),
+            [](const Failure& x, const Failure& y) { return x.line < y.line; });
   report();
   const size_t not_sent = total - done;
   if (ctx.json) {

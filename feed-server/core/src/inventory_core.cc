@@ -51,6 +51,10 @@ bool IsTerminal(OrderStatus status) {
 
 namespace {
 
+// The method name idempotency records carry for an adjustment, alone or in a batch (so a key
+// used in one is replayed in the other).
+constexpr std::string_view kAdjustMethod = "inventory.v1.AdjustStock";
+
 // A caller's request on its way through the pipeline.
 template <class Req, class Resp>
 struct RpcCommand final : Command {
@@ -73,6 +77,47 @@ struct RpcCommand final : Command {
     b.actor = {};
   }
   void Complete() override { std::move(done)(std::move(result)); }
+  void Fail(absl::Status status) override { std::move(done)(std::move(status)); }
+};
+
+// The adjustments of one BatchAdjustStock call that passed validation; the response holds
+// the others' errors already, in their places.
+struct BatchAdjustCommand final : Command {
+  struct Item {
+    int index;  // in the request and the response
+    inventory::v1::AdjustStockRequest request;
+    uint64_t fingerprint = 0;
+  };
+  std::vector<Item> items;
+  inventory::v1::BatchAdjustStockResponse response;
+  Done<inventory::v1::BatchAdjustStockResponse> done;
+  CallContext call;
+
+  void Execute(WriterState& writer, Batch& b) override {
+    const bool cancelled = call.cancelled && call.cancelled();
+    b.actor = call.actor;
+    for (auto& item : items) {
+      auto* result = response.mutable_results(item.index);
+      if (cancelled) {
+        result->set_code(static_cast<int>(absl::StatusCode::kCancelled));
+        result->set_message("the call was cancelled or its deadline passed before it ran");
+        continue;
+      }
+      auto r =
+          writer
+              .RunIdempotent<inventory::v1::AdjustStockRequest, inventory::v1::AdjustStockResponse>(
+                  kAdjustMethod, item.fingerprint, item.request, b, &WriterState::DoAdjust);
+      if (r.ok()) {
+        *result->mutable_response() = *std::move(r);
+      } else {
+        result->set_code(static_cast<int>(r.status().code()));
+        result->set_message(
+            fmt::format("adjustments[{}]: {}", item.index, std::string(r.status().message())));
+      }
+    }
+    b.actor = {};
+  }
+  void Complete() override { std::move(done)(std::move(response)); }
   void Fail(absl::Status status) override { std::move(done)(std::move(status)); }
 };
 
@@ -203,8 +248,38 @@ absl::Status InventoryCore::Checkpoint() { return impl_->checkpointer_.Checkpoin
 
 void InventoryCore::AdjustStock(inventory::v1::AdjustStockRequest request,
                                 Done<inventory::v1::AdjustStockResponse> done, CallContext call) {
-  impl_->Submit("inventory.v1.AdjustStock", std::move(request), std::move(done), std::move(call),
+  impl_->Submit(kAdjustMethod, std::move(request), std::move(done), std::move(call),
                 &ValidateAdjust, &WriterState::DoAdjust);
+}
+
+void InventoryCore::BatchAdjustStock(inventory::v1::BatchAdjustStockRequest request,
+                                     Done<inventory::v1::BatchAdjustStockResponse> done,
+                                     CallContext call) {
+  const size_t n = static_cast<size_t>(request.adjustments_size());
+  const size_t limit = impl_->options_.limits.max_batch_adjustments;
+  if (n == 0 || n > limit) {
+    std::move(done)(absl::InvalidArgumentError(fmt::format(
+        "adjustments: {} given; a batch holds 1 to {} (--max-batch-adjustments)", n, limit)));
+    return;
+  }
+  auto command = std::make_unique<BatchAdjustCommand>();
+  command->items.reserve(n);
+  for (int i = 0; i < static_cast<int>(n); ++i) {
+    auto* result = command->response.add_results();
+    inventory::v1::AdjustStockRequest& item = *request.mutable_adjustments(i);
+    if (absl::Status s = ValidateAdjust(item, impl_->options_); !s.ok()) {
+      result->set_code(static_cast<int>(s.code()));
+      result->set_message(fmt::format("adjustments[{}].{}", i, std::string(s.message())));
+      continue;
+    }
+    BatchAdjustCommand::Item& valid = command->items.emplace_back();
+    valid.index = i;
+    if (!item.idempotency_key().empty()) valid.fingerprint = Fingerprint(kAdjustMethod, item);
+    valid.request = std::move(item);
+  }
+  command->done = std::move(done);
+  command->call = std::move(call);
+  impl_->pipeline_.Enqueue(std::move(command));
 }
 
 void InventoryCore::Reserve(inventory::v1::ReserveRequest request,

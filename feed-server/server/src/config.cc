@@ -82,6 +82,10 @@ absl::StatusOr<ParseResult> ParseServerConfig(int argc, char** argv) {
   env(app.add_option("--max-quantity", l.max_quantity, "largest quantity in one line")
           ->check(CLI::Range(int64_t{1}, int64_t{1'000'000'000})),
       "FEED_MAX_QUANTITY");
+  env(app.add_option("--max-batch-adjustments", l.max_batch_adjustments,
+                     "adjustments in one BatchAdjustStock call")
+          ->check(CLI::Range(1, 100000)),
+      "FEED_MAX_BATCH_ADJUSTMENTS");
   env(app.add_option("--max-lines", l.max_lines_per_request, "lines per reserve/order")
           ->check(CLI::Range(1, 10000)),
       "FEED_MAX_LINES");

@@ -33,6 +33,17 @@ void RunMutation(InventoryCore& core, Message& message, CallOptions options, Ope
       core::CallContext{std::move(options.cancelled), std::move(options.actor)});
 }
 
+// Each adjustment carries its own key: the call's idempotency-key header does not apply.
+void RunBatchAdjust(InventoryCore& core, Message& message, CallOptions options,
+                    OperationDone done) {
+  core.BatchAdjustStock(
+      std::move(static_cast<inv::BatchAdjustStockRequest&>(message)),
+      [done = std::move(done)](absl::StatusOr<inv::BatchAdjustStockResponse> result) mutable {
+        Answer(result, std::move(done));
+      },
+      core::CallContext{std::move(options.cancelled), std::move(options.actor)});
+}
+
 void RunGetStock(InventoryCore& core, Message& message, CallOptions, OperationDone done) {
   Answer(core.GetStock(static_cast<inv::GetStockRequest&>(message)), std::move(done));
 }
@@ -52,6 +63,7 @@ constexpr std::array kOperations = {
     Operation("inventory.v1.InventoryService/AdjustStock", true,
               &RunMutation<inv::AdjustStockRequest, inv::AdjustStockResponse,
                            &InventoryCore::AdjustStock>),
+    Operation("inventory.v1.InventoryService/BatchAdjustStock", true, &RunBatchAdjust),
     Operation("inventory.v1.InventoryService/Reserve", true,
               &RunMutation<inv::ReserveRequest, inv::ReserveResponse, &InventoryCore::Reserve>),
     Operation("inventory.v1.InventoryService/Commit", true,

@@ -126,6 +126,13 @@ grpc::ServerUnaryReactor* InventoryServiceImpl::AdjustStock(grpc::CallbackServer
       ctx_, ctx, "inventory.v1.InventoryService/AdjustStock", request, response);
 }
 
+grpc::ServerUnaryReactor* InventoryServiceImpl::BatchAdjustStock(grpc::CallbackServerContext* ctx,
+                                                                 const grpc::ByteBuffer* request,
+                                                                 grpc::ByteBuffer* response) {
+  return Serve<inventory::v1::BatchAdjustStockRequest>(
+      ctx_, ctx, "inventory.v1.InventoryService/BatchAdjustStock", request, response);
+}
+
 grpc::ServerUnaryReactor* InventoryServiceImpl::Reserve(grpc::CallbackServerContext* ctx,
                                                         const grpc::ByteBuffer* request,
                                                         grpc::ByteBuffer* response) {

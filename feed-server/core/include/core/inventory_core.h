@@ -119,6 +119,11 @@ class InventoryCore {
 
   void AdjustStock(inventory::v1::AdjustStockRequest request,
                    Done<inventory::v1::AdjustStockResponse> done, CallContext call = {});
+  // Each adjustment applied or refused on its own, in order, in one batch of the writer; an
+  // adjustment's idempotency_key works as in AdjustStock (the same keys). The call fails only
+  // when the request is empty or over limits.max_batch_adjustments.
+  void BatchAdjustStock(inventory::v1::BatchAdjustStockRequest request,
+                        Done<inventory::v1::BatchAdjustStockResponse> done, CallContext call = {});
   void Reserve(inventory::v1::ReserveRequest request, Done<inventory::v1::ReserveResponse> done,
                CallContext call = {});
   void Commit(inventory::v1::CommitRequest request, Done<inventory::v1::CommitResponse> done,

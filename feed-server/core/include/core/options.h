@@ -16,6 +16,8 @@ struct Limits {
   // Quantity of one line, and |quantity| of an adjustment.
   int64_t max_quantity = 1'000'000;
   size_t max_lines_per_request = 100;
+  // Adjustments in one BatchAdjustStock call.
+  size_t max_batch_adjustments = 1000;
   // Keys in one GetStock / WatchStock / Feed subscribe.
   size_t max_keys_per_read = 1000;
   // Free-text fields (reason, details, payment reference).

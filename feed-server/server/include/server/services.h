@@ -67,15 +67,16 @@ absl::Status RejectUnparseable(const ServiceContext& sc, std::string_view method
                                absl::Status parse_error);
 
 namespace inv_grpc = inventory::v1;
-using RawInventoryService = inv_grpc::InventoryService::WithRawCallbackMethod_GetStock<
-    inv_grpc::InventoryService::WithRawCallbackMethod_AdjustStock<
-        inv_grpc::InventoryService::WithRawCallbackMethod_Reserve<
-            inv_grpc::InventoryService::WithRawCallbackMethod_Commit<
-                inv_grpc::InventoryService::WithRawCallbackMethod_Release<
-                    inv_grpc::InventoryService::WithRawCallbackMethod_GetReservation<
-                        inv_grpc::InventoryService::WithRawCallbackMethod_WatchStock<
-                            inv_grpc::InventoryService::WithRawCallbackMethod_Feed<
-                                inv_grpc::InventoryService::Service>>>>>>>>;
+using RawInventoryService = inv_grpc::InventoryService::WithRawCallbackMethod_BatchAdjustStock<
+    inv_grpc::InventoryService::WithRawCallbackMethod_GetStock<
+        inv_grpc::InventoryService::WithRawCallbackMethod_AdjustStock<
+            inv_grpc::InventoryService::WithRawCallbackMethod_Reserve<
+                inv_grpc::InventoryService::WithRawCallbackMethod_Commit<
+                    inv_grpc::InventoryService::WithRawCallbackMethod_Release<
+                        inv_grpc::InventoryService::WithRawCallbackMethod_GetReservation<
+                            inv_grpc::InventoryService::WithRawCallbackMethod_WatchStock<
+                                inv_grpc::InventoryService::WithRawCallbackMethod_Feed<
+                                    inv_grpc::InventoryService::Service>>>>>>>>>;
 using RawOrderService = order::v1::OrderService::WithRawCallbackMethod_CreateOrder<
     order::v1::OrderService::WithRawCallbackMethod_GetOrder<
         order::v1::OrderService::WithRawCallbackMethod_PayOrder<
@@ -94,6 +95,9 @@ class InventoryServiceImpl final : public RawInventoryService {
   grpc::ServerUnaryReactor* AdjustStock(grpc::CallbackServerContext* ctx,
                                         const grpc::ByteBuffer* request,
                                         grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* BatchAdjustStock(grpc::CallbackServerContext* ctx,
+                                             const grpc::ByteBuffer* request,
+                                             grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Reserve(grpc::CallbackServerContext* ctx,
                                     const grpc::ByteBuffer* request,
                                     grpc::ByteBuffer* response) override;
