@@ -37,6 +37,7 @@ echo "run: feedctl: $BUILD/clients/feedctl/feedctl --help" >&2
 "$BUILD/feed-server/feed-server" \
   --listen "${FEED_LISTEN:-127.0.0.1:50051}" \
   --data-dir "${FEED_DATA_DIR:-$REPO/data}" \
+  --backup-dir "${FEED_BACKUP_DIR:-$REPO/backups}" \
   --metrics-listen "$METRICS" \
   --kafka-brokers "$BROKERS" \
   "${ARGS[@]}" &

@@ -11,6 +11,7 @@
 #include "rocksdb/env.h"
 #include "rocksdb/filter_policy.h"
 #include "rocksdb/table.h"
+#include "rocksdb/utilities/checkpoint.h"
 #include "rocksdb/utilities/options_util.h"
 #include "rocksdb/write_batch.h"
 #include "rocksdb/write_buffer_manager.h"
@@ -148,6 +149,12 @@ class RocksDbStore : public Store {
 
   ~RocksDbStore() override {
     if (!db_) return;
+    if (options_.read_only) {
+      for (auto* cf : cfs_) db_->DestroyColumnFamilyHandle(cf);
+      rocksdb::Status s = db_->Close();
+      if (!s.ok()) Log()->error("close failed: {}", s.ToString());
+      return;
+    }
     // Make the WAL durable even in async mode, then close cleanly.
     rocksdb::Status s = db_->FlushWAL(/*sync=*/true);
     if (!s.ok()) Log()->error("FlushWAL at close failed: {}", s.ToString());
@@ -242,7 +249,10 @@ class RocksDbStore : public Store {
       }
     }
     rocksdb::DB* db = nullptr;
-    rocksdb::Status s = rocksdb::DB::Open(db_options, options_.path, descriptors, &cfs_, &db);
+    rocksdb::Status s =
+        options_.read_only
+            ? rocksdb::DB::OpenForReadOnly(db_options, options_.path, descriptors, &cfs_, &db)
+            : rocksdb::DB::Open(db_options, options_.path, descriptors, &cfs_, &db);
     if (!s.ok()) return ToStatus(s, "open " + options_.path);
     db_.reset(db);
     return absl::OkStatus();
@@ -279,6 +289,16 @@ class RocksDbStore : public Store {
       if (!s.ok()) return ToStatus(s, "compact " + cf->GetName());
     }
     return absl::OkStatus();
+  }
+
+  absl::Status CreateCheckpoint(const std::string& dir) override {
+    rocksdb::Checkpoint* raw = nullptr;
+    rocksdb::Status s = rocksdb::Checkpoint::Create(db_.get(), &raw);
+    if (!s.ok()) return ToStatus(s, "checkpoint");
+    std::unique_ptr<rocksdb::Checkpoint> checkpoint(raw);
+    // 0: flush the memtables first, so the copy is SST files (hard links) and a short WAL.
+    return ToStatus(checkpoint->CreateCheckpoint(dir, /*log_size_for_flush=*/0),
+                    "checkpoint into " + dir);
   }
 
   std::unique_ptr<WriteGroup> NewWriteGroup() override {

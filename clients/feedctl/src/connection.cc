@@ -50,7 +50,8 @@ Connection::Connection(ConnectionOptions options, std::shared_ptr<grpc::Channel>
     : options_(std::move(options)),
       channel_(std::move(channel)),
       inventory_(inventory::v1::InventoryService::NewStub(channel_)),
-      orders_(order::v1::OrderService::NewStub(channel_)) {}
+      orders_(order::v1::OrderService::NewStub(channel_)),
+      admin_(admin::v1::AdminService::NewStub(channel_)) {}
 
 std::unique_ptr<grpc::ClientContext> Connection::NewContext(bool streaming) const {
   auto context = std::make_unique<grpc::ClientContext>();
@@ -59,6 +60,13 @@ std::unique_ptr<grpc::ClientContext> Connection::NewContext(bool streaming) cons
     context->set_deadline(std::chrono::system_clock::now() +
                           std::chrono::milliseconds(options_.timeout_ms));
   }
+  return context;
+}
+
+std::unique_ptr<grpc::ClientContext> Connection::NewContext(
+    std::chrono::milliseconds deadline) const {
+  auto context = NewContext(true);
+  context->set_deadline(std::chrono::system_clock::now() + deadline);
   return context;
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "admin/v1/admin.grpc.pb.h"
 #include "inventory/v1/inventory.grpc.pb.h"
 #include "order/v1/order.grpc.pb.h"
 
@@ -34,9 +35,12 @@ class Connection {
 
   // A context carrying the token; with the unary deadline unless `streaming`.
   std::unique_ptr<grpc::ClientContext> NewContext(bool streaming = false) const;
+  // A context with this deadline instead (operations that scan the whole store).
+  std::unique_ptr<grpc::ClientContext> NewContext(std::chrono::milliseconds deadline) const;
 
   inventory::v1::InventoryService::Stub& inventory() { return *inventory_; }
   order::v1::OrderService::Stub& orders() { return *orders_; }
+  admin::v1::AdminService::Stub& admin() { return *admin_; }
   const ConnectionOptions& options() const { return options_; }
 
  private:
@@ -46,6 +50,7 @@ class Connection {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<inventory::v1::InventoryService::Stub> inventory_;
   std::unique_ptr<order::v1::OrderService::Stub> orders_;
+  std::unique_ptr<admin::v1::AdminService::Stub> admin_;
 };
 
 }  // namespace feedctl

@@ -10,6 +10,7 @@ enum ExitCode : int {
   kUsage = 1,        // bad arguments or input (nothing was sent)
   kRejected = 2,     // the server answered with an error (its gRPC code is printed)
   kUnavailable = 3,  // no answer: the server is unreachable, shutting down, or too slow
+  kViolations = 4,   // `check`: the audit ran and found broken invariants
 };
 
 inline int ExitFor(const grpc::Status& status) {

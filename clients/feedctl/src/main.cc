@@ -54,6 +54,7 @@ int main(int argc, char** argv) {
   feedctl::AddReservationCommands(app, ctx);
   feedctl::AddOrderCommands(app, ctx);
   feedctl::AddEventCommands(app, ctx);
+  feedctl::AddAdminCommands(app, ctx);
   feedctl::AddCompletionCommand(app, ctx);
   try {
     app.parse(argc, argv);

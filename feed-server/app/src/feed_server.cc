@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <thread>
 
+#include "admin/backup.h"
 #include "bridge/relay.h"
 #include "core/history.h"
 #include "fmt/format.h"
@@ -128,6 +129,8 @@ class FeedServer::Impl {
   std::unique_ptr<RelayWaker> waker_;
   std::unique_ptr<InventoryServiceImpl> inventory_service_;
   std::unique_ptr<OrderServiceImpl> order_service_;
+  std::unique_ptr<admin::StoreOperations> store_operations_;
+  std::unique_ptr<AdminServiceImpl> admin_service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<http::Gateway> gateway_;
   std::unique_ptr<prometheus::Exposer> exposer_;
@@ -164,6 +167,15 @@ absl::Status FeedServer::Impl::Start() {
     return core::HistoryExpired(table, value, now_ms, retention_ms);
   };
   so.defer_compactions = true;  // InventoryCore::Open starts them once recovered
+  if (!config_.restore_from.empty()) {
+    auto restored = admin::RestoreBackup(config_.restore_from, so.path);
+    if (!restored.ok()) return restored.status();
+    ServerLog()->info(
+        "restored backup {} (store {}, up to sequence {}, relay cursor {}) into {}: a new "
+        "store id starts a new timeline",
+        config_.restore_from, restored->store_id(), restored->last_sequence(),
+        restored->relay_cursor(), so.path);
+  }
   auto store = storage::OpenRocksDbStore(so);
   if (!store.ok()) return store.status();
   store_ = std::move(*store);
@@ -188,10 +200,20 @@ absl::Status FeedServer::Impl::Start() {
   }
 
   if (config_.log_rpcs) access_log_ = std::make_unique<AccessLog>(config_.log_format == "json");
-  ServiceContext sc{core_.get(),       &metrics_,         &config_,    &streams_,
-                    access_log_.get(), &bad_request_log_, auth_.get(), [this] { return Status(); }};
+  store_operations_ =
+      std::make_unique<admin::StoreOperations>(*store_, clock_, config_.core, config_.admin);
+  ServiceContext sc{core_.get(),
+                    &metrics_,
+                    &config_,
+                    &streams_,
+                    access_log_.get(),
+                    &bad_request_log_,
+                    auth_.get(),
+                    [this] { return Status(); },
+                    store_operations_.get()};
   inventory_service_ = std::make_unique<InventoryServiceImpl>(sc);
   order_service_ = std::make_unique<OrderServiceImpl>(sc);
+  admin_service_ = std::make_unique<AdminServiceImpl>(sc);
 
   grpc::EnableDefaultHealthCheckService(true);
   if (config_.reflection) grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -202,6 +224,7 @@ absl::Status FeedServer::Impl::Start() {
                            &port);
   builder.RegisterService(inventory_service_.get());
   builder.RegisterService(order_service_.get());
+  builder.RegisterService(admin_service_.get());
   builder.SetMaxReceiveMessageSize(config_.max_receive_message_bytes);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
                              config_.max_concurrent_streams_per_connection);
@@ -301,6 +324,7 @@ void FeedServer::Impl::Housekeeping() {
     gauges_->Set(core_->stats());
     gauges_->Set(store_->memory_usage());
     gauges_->Set(store_->write_counts());
+    gauges_->Set(store_operations_->audit_stats());
     gauges_->Set(TrimHeap());
     if (relay_) {
       auto r = relay_->stats();
@@ -341,7 +365,8 @@ void FeedServer::Impl::Shutdown() {
   server_.reset();
   relay_.reset();
   core_.reset();
-  store_.reset();  // syncs the WAL and closes RocksDB
+  store_operations_.reset();  // waits for a running audit or backup
+  store_.reset();             // syncs the WAL and closes RocksDB
   ServerLog()->info("stopped");
 }
 

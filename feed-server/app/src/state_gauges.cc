@@ -31,6 +31,10 @@ StateGauges::StateGauges(prometheus::Registry& registry)
       heap_allocated_(family_.Add({{"what", "heap_allocated_bytes"}})),
       heap_free_(family_.Add({{"what", "heap_free_bytes"}})),
       heap_cached_(family_.Add({{"what", "heap_cached_bytes"}})),
+      audit_runs_(family_.Add({{"what", "audits"}})),
+      audit_violations_(family_.Add({{"what", "audit_violations"}})),
+      audit_at_(family_.Add({{"what", "audit_last_run_timestamp_seconds"}})),
+      audit_seconds_(family_.Add({{"what", "audit_last_duration_seconds"}})),
       heap_releases_(&prometheus::BuildCounter()
                           .Name("feed_heap_releases_total")
                           .Help("times free heap pages went back to the OS (--max-free-heap-mb)")
@@ -91,6 +95,13 @@ void StateGauges::Set(const bridge::RelayStats& relay) {
   kafka_up_.Set(relay.kafka_reachable ? 1 : 0);
   kafka_lag_p50_.Set(relay.lag_p50_ms);
   kafka_lag_p99_.Set(relay.lag_p99_ms);
+}
+
+void StateGauges::Set(const admin::AuditStats& audit) {
+  audit_runs_.Set(D(audit.runs));
+  audit_violations_.Set(D(audit.last_violations));
+  audit_at_.Set(static_cast<double>(audit.last_checked_at_ms) / 1000.0);
+  audit_seconds_.Set(static_cast<double>(audit.last_duration_ms) / 1000.0);
 }
 
 }  // namespace feed::server

@@ -2,6 +2,7 @@
 // relay hold right now, refreshed once a second by the server's housekeeper.
 #pragma once
 
+#include "admin/store_operations.h"
 #include "bridge/relay.h"
 #include "core/inventory_core.h"
 #include "heap_stats.h"
@@ -22,6 +23,8 @@ class StateGauges {
   void Set(const storage::Store::WriteCounts& written);
   void Set(const HeapStats& heap);
   void Set(const bridge::RelayStats& relay);
+  // The last online audit (AdminService.CheckStore).
+  void Set(const admin::AuditStats& audit);
   void CountHeapRelease() { heap_releases_->Increment(); }
 
  private:
@@ -46,6 +49,10 @@ class StateGauges {
   prometheus::Gauge& heap_allocated_;
   prometheus::Gauge& heap_free_;
   prometheus::Gauge& heap_cached_;
+  prometheus::Gauge& audit_runs_;
+  prometheus::Gauge& audit_violations_;
+  prometheus::Gauge& audit_at_;
+  prometheus::Gauge& audit_seconds_;
   prometheus::Counter* heap_releases_;
   prometheus::Counter* reservations_;
   uint64_t reservations_seen_ = 0;  // what reservations_ shows so far

@@ -42,13 +42,18 @@ Level ToLevel(const StockLevel& p) {
 absl::StatusOr<WriterState::Recovered> WriterState::Recover() {
   const auto started = std::chrono::steady_clock::now();
   Recovered r;
-  if (absl::Status s = RecoverMeta(&r.checkpoint_sequence); !s.ok()) return s;
+  if (absl::Status s = RecoverMeta(&r.checkpoint_sequence, true); !s.ok()) return s;
   if (absl::Status s = LoadTables(); !s.ok()) return s;
   const int64_t tables_ms = MillisSince(started);
   auto replayed = ReplayJournal(r.checkpoint_sequence);
   if (!replayed.ok()) return replayed.status();
   r.replayed_entries = *replayed;
   if (absl::Status s = CheckInvariants(); !s.ok()) return s;
+  if (!stale_available_.empty()) {
+    CoreLogger()->warn("{} stored levels had a stale available field (recomputed), e.g. '{}'",
+                       stale_available_.size(), stale_available_.front().key);
+    stale_available_.clear();
+  }
   stat_holds_ = holds_.size();
   stat_levels_ = levels_.size();
   r.last_sequence = next_sequence_ - 1;
@@ -60,7 +65,26 @@ absl::StatusOr<WriterState::Recovered> WriterState::Recover() {
   return r;
 }
 
-absl::Status WriterState::RecoverMeta(uint64_t* checkpoint_sequence) {
+absl::Status WriterState::Load(Recovered* out) {
+  if (absl::Status s = RecoverMeta(&out->checkpoint_sequence, false); !s.ok()) return s;
+  if (absl::Status s = LoadTables(); !s.ok()) return s;
+  auto replayed = ReplayJournal(out->checkpoint_sequence);
+  if (!replayed.ok()) return replayed.status();
+  out->replayed_entries = *replayed;
+  out->last_sequence = next_sequence_ - 1;
+  stat_holds_ = holds_.size();
+  stat_levels_ = levels_.size();
+  return absl::OkStatus();
+}
+
+void WriterState::NoteStoredLevel(std::string_view key, const StockLevel& record) {
+  if (record.available() != record.on_hand() - record.reserved()) {
+    stale_available_.push_back(
+        {std::string(key), record.available(), record.on_hand() - record.reserved()});
+  }
+}
+
+absl::Status WriterState::RecoverMeta(uint64_t* checkpoint_sequence, bool write) {
   auto format = ReadSequence(store_, storage::meta_keys::kFormatVersion);
   if (!format.ok()) return format.status();
   if (*format && **format > storage::kFormatVersion) {
@@ -78,6 +102,10 @@ absl::Status WriterState::RecoverMeta(uint64_t* checkpoint_sequence) {
 
   auto id = store_.Get(Table::kMeta, storage::meta_keys::kStoreId);
   if (!id.ok()) return id.status();
+  if (!write) {
+    if (id->has_value()) store_id_ = **id;
+    return absl::OkStatus();
+  }
   auto group = store_.NewWriteGroup();
   if (id->has_value()) {
     store_id_ = **id;
@@ -112,6 +140,7 @@ absl::Status WriterState::LoadTables() {
             return false;
           }
           levels_.emplace(std::string(key), ToLevel(p));
+          NoteStoredLevel(key, p);
           return true;
         });
     if (stock_error.ok()) stock_error = parse_error;
@@ -170,6 +199,7 @@ absl::StatusOr<size_t> WriterState::ReplayJournal(uint64_t checkpoint_sequence) 
           return false;
         }
         levels_.insert_or_assign(std::string(k), ToLevel(level));
+        NoteStoredLevel(k, level);
       } else if (op.table == Table::kHolds && op.deleted) {
         holds_.erase(absl::string_view(k.data(), k.size()));
       } else if (op.table == Table::kHolds) {
@@ -197,22 +227,36 @@ absl::StatusOr<size_t> WriterState::ReplayJournal(uint64_t checkpoint_sequence) 
 }
 
 absl::Status WriterState::CheckInvariants() {
-  // What the open holds reserve per level, keyed by views of the level keys inside holds_
-  // (its nodes do not move), so summing a million lines allocates nothing per line.
-  absl::flat_hash_map<std::string_view, int64_t> held;
-  held.reserve(holds_.size());
   std::vector<std::pair<int64_t, std::string_view>> expiring;
   expiring.reserve(holds_.size());
-  for (const auto& [id, hold] : holds_) {
-    for (const auto& line : hold.lines) held[line.level_key] += line.quantity;
-    expiring.emplace_back(hold.expires_at_ms, id);
-  }
+  for (const auto& [id, hold] : holds_) expiring.emplace_back(hold.expires_at_ms, id);
   // Sorted first, the expiry index is built by appending.
   std::sort(expiring.begin(), expiring.end());
   expiry_index_.clear();
   for (const auto& entry : expiring) expiry_index_.insert(expiry_index_.end(), entry);
 
-  // The invariants of DESIGN section 3, checked on every start.
+  std::vector<InvariantViolation> broken;
+  if (FindViolations(1, &broken) > 0) {
+    return absl::DataLossError("invariant broken: " + broken.front().message);
+  }
+  return absl::OkStatus();
+}
+
+size_t WriterState::FindViolations(size_t max, std::vector<InvariantViolation>* out) const {
+  size_t count = 0;
+  auto add = [&](std::string_view kind, std::string key, std::string message) {
+    if (count++ < max) out->push_back({std::string(kind), std::move(key), std::move(message)});
+  };
+  // What the open holds reserve per level, keyed by views of the level keys inside holds_
+  // (its nodes do not move), so summing a million lines allocates nothing per line.
+  absl::flat_hash_map<std::string_view, int64_t> held;
+  held.reserve(holds_.size());
+  for (const auto& [id, hold] : holds_) {
+    for (const auto& line : hold.lines) held[line.level_key] += line.quantity;
+  }
+  auto where = [](std::string_view sku, std::string_view location) {
+    return fmt::format("{}@{}", sku, location);
+  };
   size_t levels_with_holds = 0;
   for (const auto& [key, level] : levels_) {
     auto [sku, location] = SplitLevelKey(key);
@@ -223,27 +267,36 @@ absl::Status WriterState::CheckInvariants() {
       ++levels_with_holds;
     }
     if (sum != level.reserved) {
-      return absl::DataLossError(fmt::format(
-          "invariant broken: sku '{}' at '{}' has reserved {} but its open holds sum to {}", sku,
-          location, level.reserved, sum));
+      add("reserved_mismatch", where(sku, location),
+          fmt::format("sku '{}' at '{}' has reserved {} but its open holds sum to {}", sku,
+                      location, level.reserved, sum));
     }
     if (!level.allow_backorder && level.on_hand - level.reserved < 0) {
-      return absl::DataLossError(
-          fmt::format("invariant broken: sku '{}' at '{}' has negative available", sku, location));
+      add("negative_available", where(sku, location),
+          fmt::format("sku '{}' at '{}' has negative available ({} on hand, {} reserved)", sku,
+                      location, level.on_hand, level.reserved));
+    }
+    if (!level.allow_backorder && level.on_hand < 0) {
+      add("negative_on_hand", where(sku, location),
+          fmt::format("sku '{}' at '{}' has negative on_hand ({})", sku, location, level.on_hand));
     }
   }
-  if (levels_with_holds != held.size()) {
-    for (const auto& [level_key, sum] : held) {
-      if (!levels_.contains(absl::string_view(level_key.data(), level_key.size()))) {
-        auto [sku, location] = SplitLevelKey(level_key);
-        return absl::DataLossError(fmt::format(
-            "invariant broken: open holds reserve {} of sku '{}' at '{}', a level that does not "
-            "exist",
-            sum, sku, location));
-      }
-    }
+  // Every held level was found above unless some hold names a level that does not exist.
+  for (const auto& [level_key, sum] : held) {
+    if (levels_with_holds == held.size()) break;
+    if (levels_.contains(absl::string_view(level_key.data(), level_key.size()))) continue;
+    auto [sku, location] = SplitLevelKey(level_key);
+    add("hold_without_level", where(sku, location),
+        fmt::format("open holds reserve {} of sku '{}' at '{}', a level that does not exist", sum,
+                    sku, location));
   }
-  return absl::OkStatus();
+  for (const auto& stale : stale_available_) {
+    auto [sku, location] = SplitLevelKey(stale.key);
+    add("available_mismatch", where(sku, location),
+        fmt::format("sku '{}' at '{}' is stored with available {}, but on_hand - reserved is {}",
+                    sku, location, stale.available, stale.computed));
+  }
+  return count;
 }
 
 }  // namespace feed::core

@@ -30,6 +30,13 @@
 
 namespace feed::core {
 
+// One broken invariant (admin.v1.Violation's kinds).
+struct InvariantViolation {
+  std::string kind;
+  std::string key;
+  std::string message;
+};
+
 // One change of one level, as its event records it.
 struct LevelChange {
   int64_t delta_on_hand = 0;
@@ -56,6 +63,14 @@ class WriterState {
     size_t replayed_entries = 0;
   };
   absl::StatusOr<Recovered> Recover();
+
+  // The same reading without writing anything or checking: what an audit (store_audit.h)
+  // runs on a snapshot. Fills `out` except last_sequence when the reading fails.
+  absl::Status Load(Recovered* out);
+  // The invariants of DESIGN section 3 over the loaded levels and holds, and stored levels
+  // whose `available` is not on_hand - reserved: appends up to `max` violations to `out`,
+  // returns how many there are.
+  size_t FindViolations(size_t max, std::vector<InvariantViolation>* out) const;
 
   // Writer thread: runs `commands` (and the expiry sweep) into a new batch, which takes the
   // commands. `committed_batch` is the newest batch known to be committed (its overlays and
@@ -98,10 +113,14 @@ class WriterState {
   events::v1::Event* NewEvent(Batch& b, std::string_view type, std::string_view key);
   // Recovery: the store's meta (store id, format, sequences), its levels and open holds, the
   // journal after the checkpoint, the indexes and the invariants.
-  absl::Status RecoverMeta(uint64_t* checkpoint_sequence);
+  // `write`: a new store gets its id and format record (Recover); an audit writes nothing.
+  absl::Status RecoverMeta(uint64_t* checkpoint_sequence, bool write);
   absl::Status LoadTables();
   absl::StatusOr<size_t> ReplayJournal(uint64_t checkpoint_sequence);
   absl::Status CheckInvariants();
+  // A stored level record whose derived `available` disagrees (what LoadTables and
+  // ReplayJournal saw; recovery recomputes the field, an audit reports it).
+  void NoteStoredLevel(std::string_view key, const inventory::v1::StockLevel& record);
   void ChangeLevel(Batch& b, const std::string& key, Level& level, const LevelChange& change,
                    inventory::v1::StockLevel* out);
   absl::Status CheckQuantities(const std::vector<AggregatedLine>& lines) const;
@@ -162,6 +181,13 @@ class WriterState {
   std::string record_buffer_;
   inventory::v1::StockLevel level_buffer_;
   inventory::v1::Reservation reservation_buffer_;
+
+  // Stored levels whose `available` field is off (NoteStoredLevel).
+  struct StaleAvailable {
+    std::string key;
+    int64_t available, computed;
+  };
+  std::vector<StaleAvailable> stale_available_;
 
   std::atomic<size_t> stat_holds_{0}, stat_levels_{0};
   std::atomic<uint64_t> stat_reserved_{0};

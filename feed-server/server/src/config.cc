@@ -24,6 +24,17 @@ absl::StatusOr<ParseResult> ParseServerConfig(int argc, char** argv) {
                      "Prometheus /metrics address (empty disables)"),
       "FEED_METRICS_LISTEN");
   env(app.add_option("--data-dir", st.path, "RocksDB directory"), "FEED_DATA_DIR");
+  env(app.add_option("--backup-dir", c.admin.backup_dir,
+                     "where AdminService.Backup writes (a folder per backup; empty: backups off)"),
+      "FEED_BACKUP_DIR");
+  app.add_option("--restore-from", c.restore_from,
+                 "restore this backup folder into --data-dir (empty or absent) and start on it");
+  app.add_flag("--check", c.check_only,
+               "audit the store at --data-dir (not running) and exit: 0 sound, 1 violations");
+  env(app.add_option("--max-audit-violations", c.admin.max_listed_violations,
+                     "violations one audit may list (all are counted)")
+          ->check(CLI::Range(1, 1000000)),
+      "FEED_MAX_AUDIT_VIOLATIONS");
   env(app.add_option("--durability", durability,
                      "sync: fsync the WAL before any reply; async: no fsync (survives a "
                      "process crash, not a power loss)")

@@ -55,13 +55,12 @@ CallOptions OptionsOf(grpc::CallbackServerContext* ctx, std::string actor) {
   return options;
 }
 
-// Parses the request bytes and runs the method's operation (operations.h); turns any
+// Parses the request bytes and hands them to `run(request, options, done)`; turns any
 // exception into INTERNAL for this call only.
-template <class Req>
-grpc::ServerUnaryReactor* Serve(const ServiceContext& sc, grpc::CallbackServerContext* ctx,
-                                std::string_view method, const grpc::ByteBuffer* bytes,
-                                grpc::ByteBuffer* response) {
-  static const Operation* const operation = FindOperation(method);
+template <class Req, class Run>
+grpc::ServerUnaryReactor* ServeWith(const ServiceContext& sc, grpc::CallbackServerContext* ctx,
+                                    std::string_view method, const grpc::ByteBuffer* bytes,
+                                    grpc::ByteBuffer* response, Run run) {
   auto call = std::make_shared<UnaryCall>(sc, ctx, method, response);
   grpc::ServerUnaryReactor* reactor = call->reactor();
   try {
@@ -75,10 +74,10 @@ grpc::ServerUnaryReactor* Serve(const ServiceContext& sc, grpc::CallbackServerCo
     if (absl::Status parsed = ParseRequest(*bytes, &request); !parsed.ok()) {
       call->Finish(RejectUnparseable(sc, method, std::move(parsed)));
     } else {
-      operation->Run(*sc.core, request, OptionsOf(ctx, decision.principal->subject),
-                     [call](const absl::Status& status, const google::protobuf::Message* reply) {
-                       call->Reply(status, reply);
-                     });
+      run(request, OptionsOf(ctx, decision.principal->subject),
+          [call](const absl::Status& status, const google::protobuf::Message* reply) {
+            call->Reply(status, reply);
+          });
     }
   } catch (const std::exception& e) {
     ServerLog()->error("{}: unexpected exception: {}", method, e.what());
@@ -88,6 +87,37 @@ grpc::ServerUnaryReactor* Serve(const ServiceContext& sc, grpc::CallbackServerCo
     call->Finish(absl::InternalError("internal error"));
   }
   return reactor;
+}
+
+// A method of the operation table (operations.h, shared with the HTTP gateway).
+template <class Req>
+grpc::ServerUnaryReactor* Serve(const ServiceContext& sc, grpc::CallbackServerContext* ctx,
+                                std::string_view method, const grpc::ByteBuffer* bytes,
+                                grpc::ByteBuffer* response) {
+  static const Operation* const operation = FindOperation(method);
+  return ServeWith<Req>(sc, ctx, method, bytes, response,
+                        [&sc](Req& request, CallOptions options, OperationDone done) {
+                          operation->Run(*sc.core, request, std::move(options), std::move(done));
+                        });
+}
+
+// An AdminService method: `start(operations, request, done)` runs it on its own thread.
+template <class Req, class Resp, class Start>
+grpc::ServerUnaryReactor* ServeAdmin(const ServiceContext& sc, grpc::CallbackServerContext* ctx,
+                                     std::string_view method, const grpc::ByteBuffer* bytes,
+                                     grpc::ByteBuffer* response, Start start) {
+  return ServeWith<Req>(
+      sc, ctx, method, bytes, response,
+      [&sc, start](Req& request, CallOptions, OperationDone done) {
+        if (sc.store_operations == nullptr) {
+          std::move(done)(absl::UnimplementedError("admin operations are off"), nullptr);
+          return;
+        }
+        start(*sc.store_operations, request,
+              [done = std::move(done)](absl::StatusOr<Resp> result) mutable {
+                std::move(done)(result.status(), result.ok() ? &*result : nullptr);
+              });
+      });
 }
 
 }  // namespace
@@ -189,6 +219,28 @@ grpc::ServerUnaryReactor* OrderServiceImpl::CancelOrder(grpc::CallbackServerCont
                                                         grpc::ByteBuffer* response) {
   return Serve<order::v1::CancelOrderRequest>(ctx_, ctx, "order.v1.OrderService/CancelOrder",
                                               request, response);
+}
+
+// --- admin.v1 --------------------------------------------------------------------------
+
+grpc::ServerUnaryReactor* AdminServiceImpl::CheckStore(grpc::CallbackServerContext* ctx,
+                                                       const grpc::ByteBuffer* request,
+                                                       grpc::ByteBuffer* response) {
+  return ServeAdmin<::admin::v1::CheckStoreRequest, ::admin::v1::CheckStoreResponse>(
+      ctx_, ctx, "admin.v1.AdminService/CheckStore", request, response,
+      [](admin::StoreOperations& ops, const ::admin::v1::CheckStoreRequest& r, auto done) {
+        ops.CheckStore(r, std::move(done));
+      });
+}
+
+grpc::ServerUnaryReactor* AdminServiceImpl::Backup(grpc::CallbackServerContext* ctx,
+                                                   const grpc::ByteBuffer* request,
+                                                   grpc::ByteBuffer* response) {
+  return ServeAdmin<::admin::v1::BackupRequest, ::admin::v1::BackupResponse>(
+      ctx_, ctx, "admin.v1.AdminService/Backup", request, response,
+      [](admin::StoreOperations& ops, const ::admin::v1::BackupRequest& r, auto done) {
+        ops.Backup(r, std::move(done));
+      });
 }
 
 }  // namespace feed::server

@@ -37,6 +37,8 @@ struct RocksDbOptions {
   // Testing only: keep every byte written since a file's last sync in process memory, so
   // that SIGKILL drops it like a power cut would (the crash test's power-loss mode).
   bool simulate_power_loss = false;
+  // Open without writing anything (a backup's verification); every write fails.
+  bool read_only = false;
 };
 
 // Opens (creating if missing) the database at options.path. Fails with a clear message when

@@ -111,6 +111,11 @@ class Store : public ReadView {
   // instead of whenever a compaction reaches them (tests, maintenance); a no-op where the
   // engine has no compactions.
   virtual absl::Status CompactAll() { return absl::OkStatus(); }
+  // A consistent point-in-time copy of every table into `dir` (which must not exist), as a
+  // store of the same engine that can be opened on its own. The writers go on meanwhile.
+  virtual absl::Status CreateCheckpoint(const std::string& dir) {
+    return absl::UnimplementedError("this store cannot make checkpoints");
+  }
 };
 
 // Running totals behind Store::write_counts, safe to read from any thread.

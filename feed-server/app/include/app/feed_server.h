@@ -1,26 +1,25 @@
 // The whole server in one object: store, core, Kafka relay, gRPC services, health,
 // reflection, metrics. main.cc and the integration tests both use it.
 //
-// Threads of the process (the core's own four are in core/inventory_core.h):
-// | thread          | runs                                                 | may block on |
-// |-----------------|------------------------------------------------------|---------------------------|
-// | gRPC pollers    | every handler and stream reactor: parse, validate,   | never (all I/O is
-// async); | | (gRPC's pool)   | queue the command; write replies and stream updates  | the core's
-// queue is bound | | feed-relay      | outbox scans, produce to Kafka, cursor writes        | the
-// broker (bounded by    | | (bridge)        | | max_in_flight), the store | | librdkafka's    |
-// delivery reports (they only wake feed-relay)         | the network               | |
-// feed-housekeep  | once a second: feed_state gauges, heap trimming, the | nothing of the hot path
-// | |                 | relay's health status                                | | | feed-http | the
-// HTTP gateway (Boost.Beast, --http-threads): read,| never (asynchronous I/O); | | | route,
-// transcode, queue the command, write replies   | the core's queue is bound | |                 |
-// and NDJSON / SSE stream chunks                       |                           | |
-// prometheus-cpp  | GET /metrics (civetweb's threads)                    | the registry's lock |
+// Threads of the process (the core's own are in core/inventory_core.h):
+// clang-format off
+//   gRPC pollers     every handler and stream reactor: parse, validate, queue the command;
+//                    write replies and stream updates. Never block (the core's queue is bound).
+//   feed-relay       journal scans, produce to Kafka, cursor writes. Blocks on the broker
+//                    (bounded by max_in_flight) and the store.
+//   librdkafka's     delivery reports (they only wake feed-relay). Block on the network.
+//   feed-housekeep   once a second: feed_state gauges, heap trimming, the relay's health.
+//   feed-http        the HTTP gateway (Boost.Beast, --http-threads): asynchronous I/O.
+//   prometheus-cpp   GET /metrics (civetweb's threads); the registry's lock.
+//   admin            one thread per running audit or backup (admin/store_operations.h).
+// clang-format on
 #pragma once
 
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "admin/v1/admin.pb.h"
 #include "core/inventory_core.h"
 #include "server/config.h"
 
@@ -49,5 +48,9 @@ class FeedServer {
   explicit FeedServer(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+// `feed-server --check`: the online audit (core/store_audit.h) of the stopped store at
+// config.storage.path, opened read-only.
+absl::StatusOr<::admin::v1::CheckStoreResponse> CheckStoreOffline(const ServerConfig& config);
 
 }  // namespace feed::server

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "admin/store_operations.h"
 #include "bridge/relay.h"
 #include "core/options.h"
 #include "http/options.h"
@@ -30,6 +31,12 @@ struct ServerConfig {
   // HTTP gateway.
   storage::RocksDbOptions storage;
   core::CoreOptions core;
+  // The AdminService: where backups go, how many violations an audit lists.
+  admin::StoreOperationsOptions admin;
+  // Set: restore this backup into --data-dir (which must be empty) before starting.
+  std::string restore_from;
+  // Audit the store at --data-dir (stopped) and exit: 0 sound, 1 violations, 2 error.
+  bool check_only = false;
   bridge::RelayOptions kafka;
   // The HTTP/JSON gateway (listen empty: off).
   http::HttpOptions http;

@@ -15,9 +15,10 @@
 
 namespace feed::server {
 
-// The services both front doors serve (their methods are the scope table's).
-inline const std::vector<std::string> kServedServices = {"inventory.v1.InventoryService",
-                                                         "order.v1.OrderService"};
+// The services served (their methods are the scope table's; the HTTP gateway serves those
+// with an HTTP rule, which AdminService's have not).
+inline const std::vector<std::string> kServedServices = {
+    "inventory.v1.InventoryService", "order.v1.OrderService", "admin.v1.AdminService"};
 
 // What a transport adds to a request.
 struct CallOptions {

@@ -9,6 +9,8 @@
 #include <unordered_set>
 
 #include "absl/status/status.h"
+#include "admin/store_operations.h"
+#include "admin/v1/admin.grpc.pb.h"
 #include "common/log_rate_limit.h"
 #include "core/inventory_core.h"
 #include "inventory/v1/inventory.grpc.pb.h"
@@ -59,6 +61,8 @@ struct ServiceContext {
   const security::Authorizer* auth;
   // The process's state for the dashboard (empty: not available).
   StatusFn status;
+  // AdminService's audit and backups.
+  admin::StoreOperations* store_operations = nullptr;
 };
 
 // Answers a request that could not be parsed: counted, logged (rate-limited), and returned
@@ -114,6 +118,24 @@ class InventoryServiceImpl final : public RawInventoryService {
                                                          const grpc::ByteBuffer* request) override;
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Feed(
       grpc::CallbackServerContext* ctx) override;
+
+ private:
+  ServiceContext ctx_;
+};
+
+using RawAdminService = ::admin::v1::AdminService::WithRawCallbackMethod_CheckStore<
+    ::admin::v1::AdminService::WithRawCallbackMethod_Backup<::admin::v1::AdminService::Service>>;
+
+class AdminServiceImpl final : public RawAdminService {
+ public:
+  explicit AdminServiceImpl(ServiceContext context) : ctx_(context) {}
+
+  grpc::ServerUnaryReactor* CheckStore(grpc::CallbackServerContext* ctx,
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* Backup(grpc::CallbackServerContext* ctx,
+                                   const grpc::ByteBuffer* request,
+                                   grpc::ByteBuffer* response) override;
 
  private:
   ServiceContext ctx_;

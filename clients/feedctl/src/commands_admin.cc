@@ -1,0 +1,131 @@
+// feedctl check | backup: the AdminService (scope admin). Both scan the whole store on the
+// server, so they wait up to --wait-s (not --timeout-ms) and show the time passing on a
+// terminal.
+#include <grpcpp/grpcpp.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "commands.h"
+#include "exit_codes.h"
+#include "fmt/format.h"
+
+namespace feedctl {
+namespace {
+
+// "check: 12 s..." on stderr once a second while `call` runs, when stderr is a terminal.
+template <class Call>
+grpc::Status WithElapsed(const char* what, bool show, Call call) {
+  if (!show) return call();
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  const auto started = std::chrono::steady_clock::now();
+  std::thread ticker([&] {
+    std::unique_lock lock(mu);
+    while (!cv.wait_for(lock, std::chrono::seconds(1), [&] { return done; })) {
+      const auto s = std::chrono::duration_cast<std::chrono::seconds>(
+                         std::chrono::steady_clock::now() - started)
+                         .count();
+      std::fprintf(stderr, "\r%s: %lld s...", what, static_cast<long long>(s));
+    }
+  });
+  grpc::Status status = call();
+  {
+    std::lock_guard lock(mu);
+    done = true;
+  }
+  cv.notify_one();
+  ticker.join();
+  std::fprintf(stderr, "\r\033[K");
+  return status;
+}
+
+struct AdminArgs {
+  int64_t wait_s = 3600;
+  std::string progress = "auto";  // auto | on | off
+  uint32_t max_violations = 0;
+  std::string name;
+  bool show() const {
+    return progress == "on" || (progress == "auto" && isatty(STDERR_FILENO) != 0);
+  }
+};
+
+int Check(Context& ctx, const AdminArgs& a) {
+  Connection* c = ctx.Connect();
+  if (c == nullptr) return kUsage;
+  admin::v1::CheckStoreRequest req;
+  req.set_max_violations(a.max_violations);
+  admin::v1::CheckStoreResponse resp;
+  grpc::Status s = WithElapsed("check", a.show(), [&] {
+    return c->admin().CheckStore(c->NewContext(std::chrono::seconds(a.wait_s)).get(), req, &resp);
+  });
+  if (!s.ok()) return ctx.output().Error("CheckStore", s);
+  std::string human = fmt::format(
+      "store as of sequence {}: {} levels, {} open holds, {} journal entries checked in {} ms: ",
+      resp.as_of_sequence(), resp.levels_checked(), resp.holds_checked(),
+      resp.journal_entries_checked(), resp.duration_ms());
+  human += resp.violation_count() == 0 ? "every invariant holds"
+                                       : fmt::format("{} violation(s)", resp.violation_count());
+  for (const auto& v : resp.violations()) {
+    human += fmt::format("\n  {} {}: {}", v.kind(), v.key(), v.message());
+  }
+  if (static_cast<uint64_t>(resp.violations_size()) < resp.violation_count()) {
+    human += fmt::format("\n  ... and {} more (--max-violations)",
+                         resp.violation_count() - resp.violations_size());
+  }
+  ctx.output().Print(resp, human);
+  return resp.violation_count() == 0 ? kOk : kViolations;
+}
+
+int Backup(Context& ctx, const AdminArgs& a) {
+  Connection* c = ctx.Connect();
+  if (c == nullptr) return kUsage;
+  admin::v1::BackupRequest req;
+  req.set_name(a.name);
+  admin::v1::BackupResponse resp;
+  grpc::Status s = WithElapsed("backup", a.show(), [&] {
+    return c->admin().Backup(c->NewContext(std::chrono::seconds(a.wait_s)).get(), req, &resp);
+  });
+  if (!s.ok()) return ctx.output().Error("Backup", s);
+  uint64_t bytes = 0;
+  for (const auto& f : resp.manifest().files()) bytes += f.size();
+  ctx.output().Print(
+      resp, fmt::format("backup of store {} up to sequence {} (relay cursor {}) in {}: {} files, "
+                        "{} bytes, {} ms",
+                        resp.manifest().store_id(), resp.manifest().last_sequence(),
+                        resp.manifest().relay_cursor(), resp.path(), resp.manifest().files_size(),
+                        bytes, resp.duration_ms()));
+  return kOk;
+}
+
+void AddWaitOptions(CLI::App* cmd, AdminArgs& a) {
+  cmd->add_option("--wait-s", a.wait_s, "how long to wait for the server's answer")
+      ->check(CLI::Range(int64_t{1}, int64_t{24 * 3600}));
+  cmd->add_option("--progress", a.progress, "time passing on stderr")
+      ->check(CLI::IsMember({"auto", "on", "off"}));
+}
+
+}  // namespace
+
+void AddAdminCommands(CLI::App& app, Context& ctx) {
+  auto a = std::make_shared<AdminArgs>();
+  auto* check = app.add_subcommand(
+      "check", "audit every invariant of the running server's store (exit 4: violations)");
+  check->add_option("--max-violations", a->max_violations, "violations to list (default 100)");
+  AddWaitOptions(check, *a);
+  check->callback([&ctx, a] { ctx.run = [&ctx, a] { return Check(ctx, *a); }; });
+
+  auto* backup = app.add_subcommand(
+      "backup", "a consistent copy of the running server's store, into its --backup-dir");
+  backup->add_option("--to", a->name, "the backup's folder name under the server's --backup-dir")
+      ->required();
+  AddWaitOptions(backup, *a);
+  backup->callback([&ctx, a] { ctx.run = [&ctx, a] { return Backup(ctx, *a); }; });
+}
+
+}  // namespace feedctl

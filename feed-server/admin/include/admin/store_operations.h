@@ -1,0 +1,76 @@
+// The AdminService's operations, free of transport types: the online audit
+// (core/store_audit.h) and backups (backup.h), each on a thread of its own so no caller's
+// thread waits on a scan of the whole store, one of each kind at a time (a second gets
+// ABORTED while one runs), with the last audit's outcome kept for the metrics.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/statusor.h"
+#include "admin/v1/admin.pb.h"
+#include "core/clock.h"
+#include "core/options.h"
+#include "storage/store.h"
+
+namespace feed::admin {
+
+template <class T>
+using Done = absl::AnyInvocable<void(absl::StatusOr<T>) &&>;
+
+// The last audit, for the metrics: zeros before the first.
+struct AuditStats {
+  uint64_t runs = 0;
+  int64_t last_checked_at_ms = 0;
+  int64_t last_duration_ms = 0;
+  uint64_t last_violations = 0;
+};
+
+struct StoreOperationsOptions {
+  // Where backups go (a folder per backup); empty: backups are off.
+  std::string backup_dir;
+  // The most violations one audit lists (all are counted).
+  uint32_t max_listed_violations = 10000;
+};
+
+class StoreOperations {
+ public:
+  StoreOperations(storage::Store& store, const core::Clock& clock,
+                  const core::CoreOptions& core_options, StoreOperationsOptions options);
+  // Waits for a running audit or backup.
+  ~StoreOperations();
+
+  // `done` runs on the operation's thread.
+  void CheckStore(const ::admin::v1::CheckStoreRequest& request,
+                  Done<::admin::v1::CheckStoreResponse> done);
+  void Backup(const ::admin::v1::BackupRequest& request, Done<::admin::v1::BackupResponse> done);
+
+  AuditStats audit_stats() const;
+
+ private:
+  // One operation of a kind at a time, on `thread`.
+  struct Slot {
+    std::mutex mu;
+    std::thread thread;
+    std::atomic<bool> busy{false};
+  };
+  // The work returns how to answer, which runs once the slot is free again.
+  using Answer = absl::AnyInvocable<void() &&>;
+  using Work = absl::AnyInvocable<Answer() &&>;
+  // False (and ABORTED to the caller) when the slot's operation is already running.
+  bool Start(Slot& slot, Work work);
+
+  storage::Store& store_;
+  const core::Clock& clock_;
+  const core::CoreOptions core_options_;
+  const StoreOperationsOptions options_;
+  Slot audit_, backup_;
+  mutable std::mutex stats_mu_;
+  AuditStats stats_;
+};
+
+}  // namespace feed::admin

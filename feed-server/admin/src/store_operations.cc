@@ -1,0 +1,106 @@
+#include "admin/store_operations.h"
+
+#include <chrono>
+#include <filesystem>
+
+#include "admin/backup.h"
+#include "core/store_audit.h"
+#include "fmt/format.h"
+
+namespace feed::admin {
+
+StoreOperations::StoreOperations(storage::Store& store, const core::Clock& clock,
+                                 const core::CoreOptions& core_options,
+                                 StoreOperationsOptions options)
+    : store_(store), clock_(clock), core_options_(core_options), options_(std::move(options)) {}
+
+StoreOperations::~StoreOperations() {
+  for (Slot* slot : {&audit_, &backup_}) {
+    std::lock_guard lock(slot->mu);
+    if (slot->thread.joinable()) slot->thread.join();
+  }
+}
+
+bool StoreOperations::Start(Slot& slot, Work work) {
+  std::lock_guard lock(slot.mu);
+  if (slot.busy.exchange(true)) return false;
+  if (slot.thread.joinable()) slot.thread.join();  // the previous one, finished
+  slot.thread = std::thread([&slot, work = std::move(work)]() mutable {
+    auto answer = std::move(work)();
+    slot.busy = false;  // first, so that a caller answered can start the next one at once
+    std::move(answer)();
+  });
+  return true;
+}
+
+void StoreOperations::CheckStore(const ::admin::v1::CheckStoreRequest& request,
+                                 Done<::admin::v1::CheckStoreResponse> done) {
+  if (request.max_violations() > options_.max_listed_violations) {
+    std::move(done)(absl::InvalidArgumentError(
+        fmt::format("max_violations: {} is over the limit of {}", request.max_violations(),
+                    options_.max_listed_violations)));
+    return;
+  }
+  const size_t max = request.max_violations() == 0 ? 100 : request.max_violations();
+  auto shared = std::make_shared<Done<::admin::v1::CheckStoreResponse>>(std::move(done));
+  const bool started = Start(audit_, [this, max, shared]() -> Answer {
+    auto report = core::AuditStore(store_, clock_, core_options_, max);
+    if (report.ok()) {
+      std::lock_guard lock(stats_mu_);
+      ++stats_.runs;
+      stats_.last_checked_at_ms = report->checked_at_ms();
+      stats_.last_duration_ms = report->duration_ms();
+      stats_.last_violations = report->violation_count();
+    }
+    return
+        [shared, report = std::move(report)]() mutable { std::move (*shared)(std::move(report)); };
+  });
+  if (!started) {
+    std::move (*shared)(absl::AbortedError("an audit is running already: try again when it ends"));
+  }
+}
+
+void StoreOperations::Backup(const ::admin::v1::BackupRequest& request,
+                             Done<::admin::v1::BackupResponse> done) {
+  if (absl::Status s = ValidateBackupName(request.name()); !s.ok()) {
+    std::move(done)(std::move(s));
+    return;
+  }
+  if (options_.backup_dir.empty()) {
+    std::move(done)(
+        absl::FailedPreconditionError("backups are off: start the server with --backup-dir DIR"));
+    return;
+  }
+  const std::string path = (std::filesystem::path(options_.backup_dir) / request.name()).string();
+  auto shared = std::make_shared<Done<::admin::v1::BackupResponse>>(std::move(done));
+  const bool started = Start(backup_, [this, path, shared]() -> Answer {
+    const auto began = std::chrono::steady_clock::now();
+    std::error_code ec;
+    std::filesystem::create_directories(options_.backup_dir, ec);
+    absl::StatusOr<::admin::v1::BackupResponse> result;
+    auto manifest = WriteBackup(store_, path, clock_.NowMillis());
+    if (!manifest.ok()) {
+      result = manifest.status();
+    } else {
+      ::admin::v1::BackupResponse response;
+      response.set_path(path);
+      *response.mutable_manifest() = std::move(*manifest);
+      response.set_duration_ms(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   std::chrono::steady_clock::now() - began)
+                                   .count());
+      result = std::move(response);
+    }
+    return
+        [shared, result = std::move(result)]() mutable { std::move (*shared)(std::move(result)); };
+  });
+  if (!started) {
+    std::move (*shared)(absl::AbortedError("a backup is running already: try again when it ends"));
+  }
+}
+
+AuditStats StoreOperations::audit_stats() const {
+  std::lock_guard lock(stats_mu_);
+  return stats_;
+}
+
+}  // namespace feed::admin
