@@ -19,6 +19,9 @@
 namespace feed::storage {
 namespace {
 
+// Format 1's table of single events, which --migrate turns into journal entries.
+constexpr std::string_view kFormat1Outbox = "outbox";
+
 absl::Status ToStatus(const rocksdb::Status& s, std::string_view what) {
   if (s.ok()) return absl::OkStatus();
   std::string msg = std::string(what) + ": " + s.ToString();
@@ -231,13 +234,17 @@ class RocksDbStore : public Store {
     std::vector<std::string> existing;
     if (rocksdb::DB::ListColumnFamilies(db_options, options_.path, &existing).ok()) {
       for (const auto& name : existing) {
-        if (name == "outbox") {
-          return absl::FailedPreconditionError(
-              "data dir " + options_.path +
-              " was written by data format 1 (an outbox table, no journal); this server reads "
-              "format " +
-              std::to_string(kFormatVersion) +
-              ": start it on a new data dir (format 1 has no migration)");
+        if (name == kFormat1Outbox) {
+          if (!options_.migrate_format_1 || options_.read_only) {
+            return absl::FailedPreconditionError(
+                "data dir " + options_.path +
+                " was written by data format 1 (an outbox table, no journal); this server "
+                "reads format " +
+                std::to_string(kFormatVersion) +
+                ": start it once with --migrate to convert the store (back it up first)");
+          }
+          descriptors.emplace_back(name, rocksdb::ColumnFamilyOptions());
+          continue;
         }
         bool known = false;
         for (const auto& d : descriptors) known |= d.name == name;
@@ -255,6 +262,61 @@ class RocksDbStore : public Store {
             : rocksdb::DB::Open(db_options, options_.path, descriptors, &cfs_, &db);
     if (!s.ok()) return ToStatus(s, "open " + options_.path);
     db_.reset(db);
+    if (cfs_.size() > static_cast<size_t>(kTableCount)) {
+      rocksdb::ColumnFamilyHandle* outbox = cfs_.back();
+      cfs_.pop_back();
+      return MigrateFormat1(outbox);
+    }
+    return absl::OkStatus();
+  }
+
+  // Format 1 -> 2 (RocksDbOptions::migrate_format_1). Idempotent until the outbox is dropped.
+  absl::Status MigrateFormat1(rocksdb::ColumnFamilyHandle* outbox) {
+    auto meta = [&](std::string_view name) -> absl::StatusOr<std::optional<uint64_t>> {
+      auto v = Get(Table::kMeta, name);
+      if (!v.ok()) return v.status();
+      if (!v->has_value()) return std::optional<uint64_t>();
+      auto seq = DecodeSequence(**v);
+      if (!seq) return absl::DataLossError("migration: meta " + std::string(name) + " is corrupt");
+      return seq;
+    };
+    auto cursor = meta(meta_keys::kRelayCursor);
+    auto next = meta(meta_keys::kNextSequence);
+    if (!cursor.ok()) return cursor.status();
+    if (!next.ok()) return next.status();
+    const uint64_t from = cursor->value_or(0);
+    const uint64_t last = next->value_or(1) - 1;
+    rocksdb::WriteOptions sync;
+    sync.sync = true;
+    rocksdb::WriteBatch batch;
+    uint64_t moved = 0;
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), outbox));
+    const std::string start = EncodeSequence(from);
+    for (it->Seek(start); it->Valid(); it->Next()) {
+      auto seq = DecodeSequence(std::string_view(it->key().data(), it->key().size()));
+      if (!seq) return absl::DataLossError("migration: an outbox key is not a sequence");
+      const std::string entry =
+          options_.migrate_format_1(*seq, std::string_view(it->value().data(), it->value().size()));
+      batch.Put(cfs_[static_cast<int>(Table::kJournal)], it->key(), entry);
+      if (++moved % 10000 == 0) {
+        if (auto s = ToStatus(db_->Write(sync, &batch), "migration"); !s.ok()) return s;
+        batch.Clear();
+      }
+    }
+    if (auto s = ToStatus(it->status(), "migration: outbox scan"); !s.ok()) return s;
+    it.reset();
+    auto* meta_cf = cfs_[static_cast<int>(Table::kMeta)];
+    batch.Put(meta_cf, std::string(meta_keys::kCheckpointSequence), EncodeSequence(last));
+    batch.Put(meta_cf, std::string(meta_keys::kFormatVersion), EncodeSequence(kFormatVersion));
+    if (auto s = ToStatus(db_->Write(sync, &batch), "migration"); !s.ok()) return s;
+    if (auto s = ToStatus(db_->DropColumnFamily(outbox), "migration: drop the outbox"); !s.ok()) {
+      return s;
+    }
+    db_->DestroyColumnFamilyHandle(outbox);
+    Log()->warn(
+        "migrated {} from data format 1 to {}: {} undelivered outbox events (from sequence {}) "
+        "are journal entries now; the tables are checkpointed up to sequence {}",
+        options_.path, kFormatVersion, moved, from, last);
     return absl::OkStatus();
   }
 

@@ -8,6 +8,7 @@
 
 #include "admin/backup.h"
 #include "bridge/relay.h"
+#include "core/format_migration.h"
 #include "core/history.h"
 #include "fmt/format.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
@@ -167,6 +168,7 @@ absl::Status FeedServer::Impl::Start() {
     return core::HistoryExpired(table, value, now_ms, retention_ms);
   };
   so.defer_compactions = true;  // InventoryCore::Open starts them once recovered
+  if (config_.migrate) so.migrate_format_1 = core::JournalEntryOfEvent;
   if (!config_.restore_from.empty()) {
     auto restored = admin::RestoreBackup(config_.restore_from, so.path);
     if (!restored.ok()) return restored.status();

@@ -1,5 +1,6 @@
 #include "journal.h"
 
+#include "core/format_migration.h"
 #include "fmt/format.h"
 
 namespace feed::core {
@@ -43,6 +44,18 @@ void AppendBytes(std::string* out, uint8_t tag, std::string_view bytes) {
 }
 
 }  // namespace
+
+std::string JournalEntryOfEvent(uint64_t sequence, std::string_view event) {
+  std::string out;
+  out.push_back(static_cast<char>(kEntryFirstSequence));
+  AppendFixed64(&out, sequence);
+  out.push_back(static_cast<char>(kEntryLastSequence));
+  AppendFixed64(&out, sequence);
+  out.push_back(static_cast<char>(kEntryEvent));
+  AppendVarint(&out, event.size());
+  out.append(event);
+  return out;
+}
 
 void EncodeJournalEntry(const std::vector<std::shared_ptr<events::v1::Event>>& events,
                         const MutationLog& mutations, std::string* out) {

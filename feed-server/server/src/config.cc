@@ -31,6 +31,8 @@ absl::StatusOr<ParseResult> ParseServerConfig(int argc, char** argv) {
                  "restore this backup folder into --data-dir (empty or absent) and start on it");
   app.add_flag("--check", c.check_only,
                "audit the store at --data-dir (not running) and exit: 0 sound, 1 violations");
+  app.add_flag("--migrate", c.migrate,
+               "convert a store of an older data format (1) at open; without it it is refused");
   env(app.add_option("--max-audit-violations", c.admin.max_listed_violations,
                      "violations one audit may list (all are counted)")
           ->check(CLI::Range(1, 1000000)),

@@ -39,6 +39,13 @@ struct RocksDbOptions {
   bool simulate_power_loss = false;
   // Open without writing anything (a backup's verification); every write fails.
   bool read_only = false;
+  // A store of data format 1 (an "outbox" table of single events, no journal) is refused
+  // unless this is set (`--migrate`); then it is converted at open, never silently: each
+  // outbox event from the relay cursor on becomes a journal entry of its own through this
+  // function (its sequence and serialized events.v1.Event -> the entry's value), the tables
+  // (written synchronously in format 1) are marked checkpointed up to the last sequence, and
+  // the outbox table is dropped. A crash half-way leaves the outbox in place: run it again.
+  std::function<std::string(uint64_t sequence, std::string_view event)> migrate_format_1;
 };
 
 // Opens (creating if missing) the database at options.path. Fails with a clear message when

@@ -37,6 +37,9 @@ struct ServerConfig {
   std::string restore_from;
   // Audit the store at --data-dir (stopped) and exit: 0 sound, 1 violations, 2 error.
   bool check_only = false;
+  // Convert a store of an older data format at open (storage::RocksDbOptions); without it
+  // such a store is refused.
+  bool migrate = false;
   bridge::RelayOptions kafka;
   // The HTTP/JSON gateway (listen empty: off).
   http::HttpOptions http;
