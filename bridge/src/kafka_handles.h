@@ -29,6 +29,9 @@ using AdminOptionsHandle =
     std::unique_ptr<rd_kafka_AdminOptions_t, KafkaDeleter<&rd_kafka_AdminOptions_destroy>>;
 using NewTopicHandle =
     std::unique_ptr<rd_kafka_NewTopic_t, KafkaDeleter<&rd_kafka_NewTopic_destroy>>;
+using PartitionListHandle = std::unique_ptr<rd_kafka_topic_partition_list_t,
+                                            KafkaDeleter<&rd_kafka_topic_partition_list_destroy>>;
+using MessageHandle = std::unique_ptr<rd_kafka_message_t, KafkaDeleter<&rd_kafka_message_destroy>>;
 using MetadataHandle =
     std::unique_ptr<const rd_kafka_metadata_t, KafkaDeleter<&rd_kafka_metadata_destroy>>;
 

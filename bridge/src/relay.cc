@@ -47,6 +47,7 @@
 #include "outbox_window.h"
 #include "record.h"
 #include "relay_testing.h"
+#include "tail_check.h"
 #include "topic_admin.h"
 #include "watched_file.h"
 
@@ -191,6 +192,12 @@ absl::Status ValidateOptions(const RelayOptions& o) {
                                                   kMaxInFlightLimit, o.max_in_flight));
   }
   if (o.read_batch < 1) return absl::InvalidArgumentError("relay: read_batch must be >= 1");
+  if (o.tail_check_margin_ms < 0) {
+    return absl::InvalidArgumentError("relay: tail_check_margin_ms must be >= 0");
+  }
+  if (o.tail_check_timeout_ms < 100) {
+    return absl::InvalidArgumentError("relay: tail_check_timeout_ms must be >= 100");
+  }
   if (o.idle_poll_ms < 1) return absl::InvalidArgumentError("relay: idle_poll_ms must be >= 1");
   if (o.shutdown_flush_ms < 0) {
     return absl::InvalidArgumentError("relay: shutdown_flush_ms must be >= 0");
@@ -244,6 +251,8 @@ class RelayImpl final : public Relay {
   }
   bool StopRequested() const { return stop_.load(std::memory_order_acquire); }
 
+  // The client configuration both the producer and the tail check's consumer start from.
+  absl::StatusOr<internal::ConfHandle> ClientConf(bool producer);
   absl::Status MakeProducer();
   void DestroyProducer();
   absl::Status LoadCredentials();
@@ -259,6 +268,9 @@ class RelayImpl final : public Relay {
   void WaitForWork();
   void ServeKafka();
   void EnsureTopics();
+  // Before sending again from the window's next_read: which of the events from there on are
+  // in Kafka already (tail_check.h). Sets tail_checked_ once it could tell.
+  void CheckTail();
   void FillWindow();
   bool Produce(uint64_t sequence, std::string_view stored);
   void HandleDelivery(const rd_kafka_message_t& msg, const Delivery& d);
@@ -297,6 +309,12 @@ class RelayImpl final : public Relay {
   OutboxWindow window_;
   uint64_t outstanding_ = 0;  // produced records whose delivery report has not come yet
   bool topics_ready_ = false;
+  // False until the tail check ran since the last (re)start of the window; the ids it found,
+  // each erased when its event comes up.
+  bool tail_checked_ = false;
+  absl::flat_hash_set<std::string> delivered_ids_;
+  SteadyClock::time_point next_tail_check_{};
+  Backoff tail_check_backoff_{milliseconds(100), milliseconds(10000)};
   bool reset_pending_ = false;   // a delivery failed: resend from acked_through once drained
   bool commit_pending_ = false;  // acknowledged entries waiting for the next commit
   SteadyClock::time_point resume_at_{};  // produce nothing before (failure backoff)
@@ -316,6 +334,7 @@ class RelayImpl final : public Relay {
   LogRateLimit auth_error_log_{milliseconds(10000)};
   LogRateLimit tls_error_log_{milliseconds(10000)};
   LogRateLimit credentials_read_log_{milliseconds(10000)};
+  LogRateLimit tail_check_log_{milliseconds(10000)};
 
   // Credentials: the files watched for changes (relay thread only, and Init), and whether
   // the producer still has to be replaced to use what they hold now.
@@ -336,6 +355,7 @@ class RelayImpl final : public Relay {
   std::atomic<int> producers_created_{0};
   std::atomic<uint64_t> delivered_{0};
   std::atomic<uint64_t> failed_{0};
+  std::atomic<uint64_t> skipped_delivered_{0};
   std::atomic<uint64_t> cursor_pub_{1};
   std::atomic<uint64_t> next_read_pub_{1};
   std::atomic<int64_t> oldest_unacked_ms_{0};  // occurred_at of the window's first slot; 0: none
@@ -453,6 +473,7 @@ void RelayImpl::ReplaceProducerForCredentials() {
   CommitAcked(true);  // reports that came in while purging
   window_.Restart();
   reset_pending_ = false;
+  tail_checked_ = false;
   fatal_.store(false);
   credentials_changed_ = false;
   absl::Status s = MakeProducer();
@@ -470,7 +491,9 @@ void RelayImpl::ReplaceProducerForCredentials() {
       "relay: reconnecting to kafka ({}) with the new credentials; sending from sequence {}{}",
       SecurityDescription(), window_.next_read(),
       purged > 0
-          ? fmt::format(" ({} records were still unacknowledged: they may arrive twice)", purged)
+          ? fmt::format(" ({} records were still unacknowledged: the tail check skips those that "
+                        "arrived)",
+                        purged)
           : std::string());
 }
 
@@ -493,34 +516,41 @@ std::string RelayImpl::SecurityDescription() const {
              : "plaintext";
 }
 
-absl::Status RelayImpl::MakeProducer() {
+absl::StatusOr<internal::ConfHandle> RelayImpl::ClientConf(bool producer) {
   char err[512];
   internal::ConfHandle conf(rd_kafka_conf_new());
   std::vector<std::pair<std::string, std::string>> props = {
       {"bootstrap.servers", options_.brokers},
       {"client.id", options_.client_id},
-      // Idempotence keeps each partition's order and drops the duplicates of internal retries.
-      {"enable.idempotence", "true"},
-      {"acks", "all"},
-      {"max.in.flight.requests.per.connection", "5"},
-      {"compression.type", "lz4"},
-      {"linger.ms", "5"},
-      {"batch.num.messages", "10000"},
-      {"batch.size", "1048576"},
-      // Infinite: an outage delays records (retried forever), it never fails them.
-      {"message.timeout.ms", "0"},
-      // The relay's window is the real bound; librdkafka's queue must hold all of it.
-      {"queue.buffering.max.messages",
-       fmt::format("{}", std::max<size_t>(100000, options_.max_in_flight))},
-      // Same key -> same partition as the Java client (murmur2), for mixed producers.
-      {"partitioner", "murmur2_random"},
+      // The broker closes idle connections; that is not worth a log line.
+      {"log.connection.close", "false"},
       // Reconnect quickly after an outage.
       {"reconnect.backoff.ms", "100"},
       {"reconnect.backoff.max.ms", "2000"},
       {"socket.keepalive.enable", "true"},
-      // The broker closes idle connections; that is not worth a log line.
-      {"log.connection.close", "false"},
   };
+  if (producer) {
+    props.insert(
+        props.end(),
+        {
+            // Idempotence keeps each partition's order and drops the duplicates of internal
+            // retries.
+            {"enable.idempotence", "true"},
+            {"acks", "all"},
+            {"max.in.flight.requests.per.connection", "5"},
+            {"compression.type", "lz4"},
+            {"linger.ms", "5"},
+            {"batch.num.messages", "10000"},
+            {"batch.size", "1048576"},
+            // Infinite: an outage delays records (retried forever), it never fails them.
+            {"message.timeout.ms", "0"},
+            // The relay's window is the real bound; librdkafka's queue must hold all of it.
+            {"queue.buffering.max.messages",
+             fmt::format("{}", std::max<size_t>(100000, options_.max_in_flight))},
+            // Same key -> same partition as the Java client (murmur2), for mixed producers.
+            {"partitioner", "murmur2_random"},
+        });
+  }
   if (Tls(options_)) {
     props.emplace_back("security.protocol", options_.security_protocol);
     if (!options_.ssl_ca_file.empty()) props.emplace_back("ssl.ca.location", options_.ssl_ca_file);
@@ -529,6 +559,7 @@ absl::Status RelayImpl::MakeProducer() {
     props.emplace_back("sasl.mechanisms", options_.sasl_mechanism);
     props.emplace_back("sasl.username", options_.sasl_username);
   }
+  // Both take them (a producer-only one is only a warning for the tail check's consumer).
   for (const auto& [k, v] : options_.kafka_properties) props.emplace_back(k, v);
   for (const auto& [k, v] : props) {
     if (rd_kafka_conf_set(conf.get(), k.c_str(), v.c_str(), err, sizeof err) != RD_KAFKA_CONF_OK) {
@@ -547,10 +578,18 @@ absl::Status RelayImpl::MakeProducer() {
           fmt::format("relay: kafka property sasl.password: {}", internal::Redact(err, password_)));
     }
   }
+  rd_kafka_conf_set_log_cb(conf.get(), &RelayImpl::OnLog);
   rd_kafka_conf_set_opaque(conf.get(), this);
+  return conf;
+}
+
+absl::Status RelayImpl::MakeProducer() {
+  char err[512];
+  auto made = ClientConf(/*producer=*/true);
+  if (!made.ok()) return made.status();
+  internal::ConfHandle conf = std::move(*made);
   rd_kafka_conf_set_dr_msg_cb(conf.get(), &RelayImpl::OnDeliveryReport);
   rd_kafka_conf_set_error_cb(conf.get(), &RelayImpl::OnError);
-  rd_kafka_conf_set_log_cb(conf.get(), &RelayImpl::OnLog);
   internal::ProducerHandle rk(rd_kafka_new(RD_KAFKA_PRODUCER, conf.get(), err, sizeof err));
   if (rk == nullptr) {
     return absl::InvalidArgumentError(
@@ -787,6 +826,8 @@ void RelayImpl::Run() {
       ReplaceProducerForCredentials();
     } else if (!topics_ready_) {
       if (now >= next_topic_attempt_) EnsureTopics();
+    } else if (!tail_checked_) {
+      if (now >= next_tail_check_) CheckTail();
     } else {
       if (reset_pending_ && outstanding_ == 0) FinishReset();
       if (!reset_pending_ && SteadyClock::now() >= resume_at_) FillWindow();
@@ -810,6 +851,7 @@ void RelayImpl::WaitForWork() {
   if (commit_pending_) timeout = std::min(timeout, kCommitInterval);
   if (resume_at_ > now) until(resume_at_);
   if (!topics_ready_) until(next_topic_attempt_);
+  if (topics_ready_ && !tail_checked_) until(next_tail_check_);
   if (!reachable_.load()) until(next_probe_at_);
   if (password_file_ != nullptr || ca_file_ != nullptr) until(next_credentials_check_);
   std::unique_lock lock(mu_);
@@ -846,6 +888,75 @@ void RelayImpl::EnsureTopics() {
     topics_ready_ = true;
     topic_backoff_.Reset();
   }
+}
+
+void RelayImpl::CheckTail() {
+  delivered_ids_.clear();
+  if (!options_.skip_delivered) {
+    tail_checked_ = true;
+    return;
+  }
+  // The commit time of the first event to send: every record of it and of the later ones is
+  // timestamped at or after it (minus the margin, for a wall clock that stepped back).
+  int64_t first_ms = -1;
+  internal::JournalVisitor first;
+  first.event = [&](uint64_t, std::string_view bytes) {
+    events::v1::Event e;
+    if (e.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+      first_ms = google::protobuf::util::TimeUtil::TimestampToMilliseconds(e.occurred_at());
+    }
+    return false;
+  };
+  first.corrupt = [](uint64_t, std::string_view) { return true; };
+  absl::Status read = internal::ReadJournal(store_, window_.next_read(), first);
+  if (read.ok() && first_ms < 0) {
+    tail_checked_ = true;  // nothing to send yet: nothing can be in Kafka either
+    return;
+  }
+  const auto began = SteadyClock::now();
+  absl::StatusOr<internal::TailCheckResult> found = absl::UnknownError("not read");
+  if (!read.ok()) {
+    found = read;
+  } else {
+    auto conf = ClientConf(/*producer=*/false);
+    if (!conf.ok()) {
+      found = conf.status();
+    } else {
+      internal::TailCheckRequest request;
+      request.conf = std::move(*conf);
+      for (int i = 0; i < kTopicKindCount; ++i) {
+        const std::string& n = internal::TopicName(options_, static_cast<TopicKind>(i));
+        if (std::find(request.topics.begin(), request.topics.end(), n) == request.topics.end()) {
+          request.topics.push_back(n);
+        }
+      }
+      request.since_ms = std::max<int64_t>(0, first_ms - options_.tail_check_margin_ms);
+      request.timeout_ms = options_.tail_check_timeout_ms;
+      found = internal::ReadDeliveredIds(std::move(request));
+    }
+  }
+  if (!found.ok()) {
+    const milliseconds delay = tail_check_backoff_.Next();
+    next_tail_check_ = SteadyClock::now() + delay;
+    uint64_t suppressed = 0;
+    if (tail_check_log_.Allow(&suppressed)) {
+      log_->warn(
+          "relay: cannot tell which events from sequence {} are in kafka already ({}); nothing "
+          "is sent before it can, retrying in {} ms ({} similar suppressed)",
+          window_.next_read(), found.status().ToString(), delay.count(), suppressed);
+    }
+    return;
+  }
+  tail_check_backoff_.Reset();
+  SetReachable(true, "the tail check read the topics");
+  tail_checked_ = true;
+  delivered_ids_ = std::move(found->ids);
+  log_->info(
+      "relay: tail check from sequence {}: {} records in {} partitions read in {} ms, {} distinct "
+      "event ids; those of the events to send are not sent again",
+      window_.next_read(), found->records, found->partitions,
+      std::chrono::duration_cast<milliseconds>(SteadyClock::now() - began).count(),
+      delivered_ids_.size());
 }
 
 void RelayImpl::FillWindow() {
@@ -908,6 +1019,12 @@ bool RelayImpl::Produce(uint64_t sequence, std::string_view stored) {
     log_->warn("relay: journal event {} holds the sequence {}; sent as {}", sequence,
                event.sequence(), sequence);
   }
+  if (!delivered_ids_.empty() && delivered_ids_.erase(event.event_id()) > 0) {
+    // Already in Kafka (the tail check read it): acknowledged without sending it again.
+    skipped_delivered_.fetch_add(1, std::memory_order_relaxed);
+    window_.Produced(sequence, 0, /*acked=*/true);
+    return true;
+  }
   Record r = internal::BuildRecord(event, sequence, stored, options_);
   if (!r.routed && event_warning_log_.Allow(&suppressed)) {
     log_->warn("relay: event {} (type '{}') has no known payload; sent to the stock topic",
@@ -924,7 +1041,9 @@ bool RelayImpl::Produce(uint64_t sequence, std::string_view stored) {
       RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
       RD_KAFKA_V_KEY(r.key.empty() ? nullptr : r.key.data(), r.key.size()),
       RD_KAFKA_V_VALUE(r.value.data(), r.value.size()), RD_KAFKA_V_HEADERS(headers.get()),
-      RD_KAFKA_V_OPAQUE(d.get()), RD_KAFKA_V_END);
+      // The event's commit time: what the tail check finds records by.
+      RD_KAFKA_V_TIMESTAMP(r.occurred_at_ms > 0 ? r.occurred_at_ms : 0), RD_KAFKA_V_OPAQUE(d.get()),
+      RD_KAFKA_V_END);
   if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
     // librdkafka owns both now; the delivery report frees the opaque.
     (void)headers.release();
@@ -996,6 +1115,7 @@ void RelayImpl::FinishReset() {
   CommitAcked(true);
   window_.Restart();
   reset_pending_ = false;
+  tail_checked_ = false;  // what got through after the failed record is not sent twice
   milliseconds delay = failure_backoff_.Next();
   resume_at_ = SteadyClock::now() + delay;
   log_->warn("relay: resending from sequence {} in {} ms", window_.next_read(), delay.count());
@@ -1009,13 +1129,14 @@ void RelayImpl::RecreateProducer() {
     CommitAcked(true);
     log_->critical(
         "relay: the kafka producer failed fatally ({}: {}); recreating it and resending from "
-        "sequence {} (records after it may be delivered twice)",
+        "sequence {} (after a tail check: what arrived is not sent twice)",
         rd_kafka_err2name(err), reason, window_.acked_through());
     DestroyProducer();
     CommitAcked(true);  // reports that came in while purging
   }
   window_.Restart();
   reset_pending_ = false;
+  tail_checked_ = false;
   fatal_.store(false);
   reachable_.store(false);
   credentials_changed_ = false;  // the new producer reads the current files
@@ -1070,6 +1191,7 @@ RelayStats RelayImpl::stats() const {
   RelayStats s;
   s.delivered = delivered_.load(std::memory_order_relaxed);
   s.failed = failed_.load(std::memory_order_relaxed);
+  s.skipped_delivered = skipped_delivered_.load(std::memory_order_relaxed);
   s.kafka_reachable = reachable_.load(std::memory_order_relaxed);
   s.next_sequence_to_send = next_read_pub_.load(std::memory_order_relaxed);
   uint64_t cursor = cursor_pub_.load(std::memory_order_relaxed);

@@ -117,6 +117,7 @@ class RelayTest : public ::testing::Test {
   RelayOptions options_;
   std::unique_ptr<Relay> relay_;
   bool delete_topics_ = true;
+  uint64_t last_skipped_ = 0;
 };
 
 // Writes batches of events (and notifies the relay) until stopped.
@@ -343,6 +344,60 @@ TEST_F(RelayTest, RestartMidStreamLosesNothing) {
   EXPECT_EQ(sum.records, written.size() + sum.duplicates);
 }
 
+// What a kill -9 leaves behind: records in Kafka past the stored cursor. The tail check finds
+// them and the relay sends only what is missing; without it (skip_delivered false) they come
+// twice; with the topics emptied, nothing is found and everything is sent again.
+TEST_F(RelayTest, SendsAgainOnlyTheEventsTheTopicsDoNotHold) {
+  auto rewind_cursor = [&] {
+    auto group = store_->NewWriteGroup();
+    group->Put(storage::Table::kMeta, storage::meta_keys::kRelayCursor, storage::EncodeSequence(1));
+    ASSERT_TRUE(store_->Commit(*group).ok());
+  };
+  auto deliver = [&](const RelayOptions& options) {
+    relay_ = NewRelay(options);
+    ASSERT_NE(relay_, nullptr);
+    relay_->Start();
+    relay_->Notify();
+    ASSERT_TRUE(WaitDrained(*relay_, 60s)) << StatsString(relay_->stats());
+    const RelayStats stats = relay_->stats();
+    relay_.reset();
+    last_skipped_ = stats.skipped_delivered;
+  };
+  writer_->Append(40);
+  deliver(options_);
+  EXPECT_EQ(last_skipped_, 0u);
+
+  // The cursor lost, 20 events more: the 40 found are skipped, the 20 new ones sent.
+  rewind_cursor();
+  writer_->Append(20);
+  deliver(options_);
+  EXPECT_EQ(last_skipped_, 40u);
+  Summary sum = ReadAndCheck(writer_->written(), 60s);
+  EXPECT_TRUE(sum.missing.empty());
+  EXPECT_EQ(sum.duplicates, 0u);
+  EXPECT_EQ(sum.records, 60u);
+
+  // Without the check, at least once: all 60 again.
+  rewind_cursor();
+  RelayOptions at_least_once = options_;
+  at_least_once.skip_delivered = false;
+  deliver(at_least_once);
+  EXPECT_EQ(last_skipped_, 0u);
+  sum = ReadAndCheck(writer_->written(), 60s);
+  EXPECT_EQ(sum.duplicates, 60u);
+
+  // Topics emptied (deleted and created again): nothing is found, so nothing is skipped.
+  test::DeleteTopics(options_.brokers, Topics());
+  ASSERT_TRUE(test::CreateTopics(options_.brokers, Topics(), options_.partitions));
+  rewind_cursor();
+  deliver(options_);
+  EXPECT_EQ(last_skipped_, 0u);
+  sum = ReadAndCheck(writer_->written(), 60s);
+  EXPECT_TRUE(sum.missing.empty());
+  EXPECT_EQ(sum.duplicates, 0u);
+  EXPECT_EQ(sum.records, 60u);
+}
+
 TEST_F(RelayTest, FatalProducerErrorRecreatesProducerAndResends) {
   options_.max_in_flight = 300;
   relay_ = NewRelay(options_);
@@ -443,10 +498,12 @@ TEST_F(RelayTest, FeedctlTailPrintsEachEventOnce) {
   ASSERT_TRUE(WaitDrained(*relay_, 60s));
   relay_->Shutdown();
   relay_.reset();
-  // Redeliver everything: the cursor back to the start (the journal still has it all).
+  // Redeliver everything: the cursor back to the start (the journal still has it all), and
+  // at least once (no tail check), so that feedctl has duplicates to drop.
   auto group = store_->NewWriteGroup();
   group->Put(storage::Table::kMeta, storage::meta_keys::kRelayCursor, storage::EncodeSequence(1));
   ASSERT_TRUE(store_->Commit(*group).ok());
+  options_.skip_delivered = false;
   relay_ = NewRelay(options_);
   ASSERT_NE(relay_, nullptr);
   relay_->Start();

@@ -84,7 +84,7 @@ mkdir -p "$REPO/.cache"
 say "venv ready ($((SECONDS - START)) s)"
 
 # --- 2. unit tests -----------------------------------------------------------------------------
-(cd "$WORK" && "$VENV/bin/pytest" -q -p no:cacheprovider "$REPO/clients/python/tests" >"$WORK/unit.err" 2>&1) ||
+(cd "$WORK" && "$PY" -m pytest -q -p no:cacheprovider "$REPO/clients/python/tests" >"$WORK/unit.err" 2>&1) ||
   { cat "$WORK/unit.err" >&2; fail "unit tests"; }
 say "unit tests: $(tail -1 "$WORK/unit.err")"
 

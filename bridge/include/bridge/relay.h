@@ -59,6 +59,14 @@ struct RelayOptions {
   int64_t shutdown_flush_ms = 5000;
   // Idle poll period when nothing notifies the relay.
   int64_t idle_poll_ms = 100;
+  // Exactly once into Kafka across restarts: before sending again from its cursor (a start,
+  // a new producer, a failed delivery), the relay reads the topics' records timestamped since
+  // the first event to send, minus tail_check_margin_ms, and does not send again the events
+  // it finds there (by ce_id). Off: at-least-once (consumers deduplicate by event id).
+  bool skip_delivered = true;
+  int64_t tail_check_margin_ms = 60000;
+  // How long one check may take before it is retried (nothing is sent meanwhile).
+  int64_t tail_check_timeout_ms = 30000;
 };
 
 struct RelayStats {
@@ -66,6 +74,8 @@ struct RelayStats {
   // Delivery reports with an error and records librdkafka refused (both retried from the
   // outbox), plus outbox entries skipped because they do not parse as an Event.
   uint64_t failed = 0;
+  // Events not sent again because the tail check found them in Kafka already.
+  uint64_t skipped_delivered = 0;
   uint64_t outbox_depth = 0;              // events committed but not yet acknowledged by Kafka
   int64_t oldest_undelivered_age_ms = 0;  // 0 when the outbox is empty
   uint64_t next_sequence_to_send = 0;

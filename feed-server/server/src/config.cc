@@ -221,6 +221,19 @@ absl::StatusOr<ParseResult> ParseServerConfig(int argc, char** argv) {
                      "time to flush in-flight records on shutdown")
           ->check(CLI::Range(int64_t{0}, int64_t{600000})),
       "FEED_KAFKA_SHUTDOWN_FLUSH_MS");
+  env(app.add_option("--kafka-skip-delivered", k.skip_delivered,
+                     "exactly once: before sending again from its cursor the relay reads what "
+                     "the topics hold and skips those events (false: at least once)"),
+      "FEED_KAFKA_SKIP_DELIVERED");
+  env(app.add_option("--kafka-tail-check-margin-ms", k.tail_check_margin_ms,
+                     "the tail check also reads records this much older than the first event "
+                     "to send (wall clock steps)")
+          ->check(CLI::Range(int64_t{0}, int64_t{24} * 3600 * 1000)),
+      "FEED_KAFKA_TAIL_CHECK_MARGIN_MS");
+  env(app.add_option("--kafka-tail-check-timeout-ms", k.tail_check_timeout_ms,
+                     "how long one tail check may take before it is retried")
+          ->check(CLI::Range(int64_t{100}, int64_t{3600} * 1000)),
+      "FEED_KAFKA_TAIL_CHECK_TIMEOUT_MS");
   // Kafka transport security (bridge/README.md, "Security"). The SASL password comes only
   // from a file (re-read when it changes) or FEED_KAFKA_SASL_PASSWORD, never from a flag: a
   // command-line value shows in ps. Combinations are checked after parsing (kafka_security).
