@@ -22,6 +22,7 @@ StateGauges::StateGauges(prometheus::Registry& registry)
       outbox_oldest_age_(family_.Add({{"what", "outbox_oldest_age_seconds"}})),
       kafka_delivered_(family_.Add({{"what", "kafka_delivered"}})),
       kafka_failed_(family_.Add({{"what", "kafka_failed"}})),
+      kafka_skipped_(family_.Add({{"what", "kafka_skipped_delivered"}})),
       kafka_up_(family_.Add({{"what", "kafka_reachable"}})),
       kafka_lag_p50_(family_.Add({{"what", "kafka_commit_to_ack_p50_ms"}})),
       kafka_lag_p99_(family_.Add({{"what", "kafka_commit_to_ack_p99_ms"}})),
@@ -92,6 +93,7 @@ void StateGauges::Set(const bridge::RelayStats& relay) {
   outbox_oldest_age_.Set(static_cast<double>(relay.oldest_undelivered_age_ms) / 1000.0);
   kafka_delivered_.Set(D(relay.delivered));
   kafka_failed_.Set(D(relay.failed));
+  kafka_skipped_.Set(D(relay.skipped_delivered));
   kafka_up_.Set(relay.kafka_reachable ? 1 : 0);
   kafka_lag_p50_.Set(relay.lag_p50_ms);
   kafka_lag_p99_.Set(relay.lag_p99_ms);

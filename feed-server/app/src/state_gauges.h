@@ -40,6 +40,7 @@ class StateGauges {
   prometheus::Gauge& outbox_oldest_age_;
   prometheus::Gauge& kafka_delivered_;
   prometheus::Gauge& kafka_failed_;
+  prometheus::Gauge& kafka_skipped_;
   prometheus::Gauge& kafka_up_;
   prometheus::Gauge& kafka_lag_p50_;
   prometheus::Gauge& kafka_lag_p99_;
