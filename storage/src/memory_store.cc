@@ -163,4 +163,11 @@ size_t MemoryStore::Size(Table t) const {
   return tables_[static_cast<int>(t)].size();
 }
 
+uint64_t MemoryStore::ApproximateBytes(Table table) const {
+  std::lock_guard lock(mu_);
+  uint64_t bytes = 0;
+  for (const auto& [k, v] : tables_[static_cast<int>(table)]) bytes += k.size() + v.size();
+  return bytes;
+}
+
 }  // namespace feed::storage

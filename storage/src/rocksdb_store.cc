@@ -336,6 +336,14 @@ class RocksDbStore : public Store {
     return db_->GetIntProperty(cfs_[static_cast<int>(t)], "rocksdb.estimate-num-keys", &n) ? n : 0;
   }
 
+  uint64_t ApproximateBytes(Table t) const override {
+    uint64_t live = 0, memtables = 0;
+    auto* cf = cfs_[static_cast<int>(t)];
+    (void)db_->GetIntProperty(cf, "rocksdb.estimate-live-data-size", &live);
+    (void)db_->GetIntProperty(cf, "rocksdb.cur-size-all-mem-tables", &memtables);
+    return live + memtables;
+  }
+
   void StartCompactions() override {
     if (!options_.defer_compactions || compactions_started_.exchange(true)) return;
     rocksdb::Status s = db_->EnableAutoCompaction(cfs_);

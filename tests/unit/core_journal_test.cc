@@ -112,6 +112,58 @@ TEST_F(JournalTest, OneJournalEntryPerBatchAndTheTablesFollowAtCheckpoints) {
   EXPECT_EQ(store_.Size(Table::kJournal), 2u);
 }
 
+// Delivered and checkpointed entries go at once by default; with a retention they stay for
+// replays until they are older than the window or over the size bound, oldest first, and
+// what the relay has yet to send is never trimmed.
+TEST_F(JournalTest, DeliveredEventsStayForTheRetentionThenGoOldestFirst) {
+  uint64_t last = 0;
+  auto adjust = [&](int n, int base) {
+    for (int i = 0; i < n; ++i) {
+      auto r = Adjust("sku-a", base + i);
+      ASSERT_OK(r);
+      last = r->sequence();
+    }
+    WaitPublished(last);
+  };
+  auto deliver_all = [&] {
+    StoreRecord(Table::kMeta, storage::meta_keys::kRelayCursor, storage::EncodeSequence(last + 1));
+  };
+  adjust(10, 10);
+  deliver_all();
+  ASSERT_OK(core_->Checkpoint());
+  EXPECT_EQ(store_.Size(Table::kJournal), 0u);  // no retention: trimmed
+
+  options_.event_retention_ms = 3'600'000;
+  Reopen();
+  adjust(10, 30);
+  ASSERT_OK(core_->Checkpoint());  // not delivered yet: kept whatever the retention
+  EXPECT_EQ(store_.Size(Table::kJournal), 10u);
+  deliver_all();
+  ASSERT_OK(core_->Checkpoint());  // delivered, within the hour: kept
+  EXPECT_EQ(store_.Size(Table::kJournal), 10u);
+
+  // A size bound of half the journal: about the older half goes, the newest stay.
+  options_.event_retention_bytes = store_.ApproximateBytes(Table::kJournal) / 2;
+  Reopen();
+  adjust(1, 99);
+  deliver_all();
+  ASSERT_OK(core_->Checkpoint());
+  const size_t kept = store_.Size(Table::kJournal);
+  EXPECT_GE(kept, 4u);
+  EXPECT_LE(kept, 7u);
+  auto newest = store_.Get(Table::kJournal, storage::EncodeSequence(last));
+  ASSERT_OK(newest);
+  EXPECT_TRUE(newest->has_value());  // the newest entry is kept
+
+  // Two hours later, every entry older than the hour goes; the new one stays.
+  clock_.Advance(7'200'000);
+  adjust(1, 100);
+  deliver_all();
+  ASSERT_OK(core_->Checkpoint());
+  EXPECT_EQ(store_.Size(Table::kJournal), 1u);
+  check_invariants_ = false;  // the fixture's check counts events from sequence 1
+}
+
 TEST_F(JournalTest, CrashBeforeAnyCheckpointReplaysTheJournal) {
   std::vector<Workload> work{Run("a")};
   WaitPublished(EventCount());

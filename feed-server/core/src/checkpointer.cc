@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "journal.h"
 #include "logging.h"
 
 namespace feed::core {
@@ -65,6 +66,40 @@ void Checkpointer::Loop() {
   }
 }
 
+uint64_t Checkpointer::RetainedFrom(uint64_t limit) {
+  if (limit <= trimmed_until_) return limit;
+  if (options_.event_retention_ms <= 0 && options_.event_retention_bytes == 0) return limit;
+  // Over the size bound: about that share of the entries (the oldest) may go as well.
+  uint64_t over_size = 0;
+  if (options_.event_retention_bytes > 0) {
+    const uint64_t bytes = store_.ApproximateBytes(Table::kJournal);
+    if (bytes > options_.event_retention_bytes) {
+      const double share =
+          static_cast<double>(bytes - options_.event_retention_bytes) / static_cast<double>(bytes);
+      over_size = static_cast<uint64_t>(
+          share * static_cast<double>(store_.ApproximateCount(Table::kJournal)) + 1);
+    }
+  }
+  const int64_t cutoff_ms = options_.event_retention_ms > 0
+                                ? clock_.NowMillis() - options_.event_retention_ms
+                                : INT64_MAX;
+  // Oldest first, up to `limit`: an entry goes while it is over the size bound or older than
+  // the window; the first one that stays ends the scan.
+  uint64_t from = trimmed_until_;
+  uint64_t dropped = 0;
+  (void)store_.Scan(Table::kJournal, storage::EncodeSequence(trimmed_until_), "",
+                    [&](std::string_view key, std::string_view value) {
+                      const auto last = storage::DecodeSequence(key);
+                      if (!last || *last >= limit) return false;
+                      const auto at = JournalEntryTime(value);
+                      if (dropped >= over_size && at && *at >= cutoff_ms) return false;
+                      from = *last + 1;
+                      ++dropped;
+                      return true;
+                    });
+  return std::min(from, limit);
+}
+
 absl::Status Checkpointer::Run() {
   std::lock_guard run(run_mu_);
   overlay_.Freeze();  // false when nothing new, or when a failed run left a frozen one
@@ -98,6 +133,7 @@ absl::Status Checkpointer::Run() {
       trim_until = std::max(trim_until, std::min(*c, covered + 1));
     }
   }
+  trim_until = RetainedFrom(trim_until);
   if (trim_until > trimmed_until_) {
     group->DeleteRange(Table::kJournal, storage::EncodeSequence(trimmed_until_),
                        storage::EncodeSequence(trim_until));

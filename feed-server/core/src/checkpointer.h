@@ -3,7 +3,8 @@
 // runs every options.checkpoint_interval_ms, as soon as the overlay's active generation holds
 // options.checkpoint_bytes, and when asked (Checkpoint); one write group carries the records,
 // meta checkpoint_sequence and next_sequence, and the deletion of the journal entries that are
-// both checkpointed and delivered (below meta relay_cursor; none while no relay ever ran).
+// both checkpointed and delivered (below meta relay_cursor; none while no relay ever ran) and
+// past the event retention (options.event_retention_ms / _bytes: kept for replays).
 //
 // It does not sync: the journal entries it covers are durable already, and a checkpoint lost
 // in a crash is lost whole (with its trim), so a restart replays those entries again.
@@ -18,6 +19,7 @@
 #include <thread>
 
 #include "absl/status/status.h"
+#include "core/clock.h"
 #include "core/options.h"
 #include "storage/store.h"
 #include "table_overlay.h"
@@ -26,8 +28,10 @@ namespace feed::core {
 
 class Checkpointer {
  public:
-  Checkpointer(storage::Store& store, TableOverlay& overlay, const CoreOptions& options)
-      : store_(store), overlay_(overlay), options_(options) {}
+  // `clock` dates the retention window (the events' commit times come from it too).
+  Checkpointer(storage::Store& store, TableOverlay& overlay, const Clock& clock,
+               const CoreOptions& options)
+      : store_(store), overlay_(overlay), clock_(clock), options_(options) {}
   ~Checkpointer() { (void)Shutdown(); }
 
   // `checkpoint_sequence`: what the tables include at startup (meta checkpoint_sequence).
@@ -47,9 +51,13 @@ class Checkpointer {
  private:
   void Loop();
   absl::Status Run();
+  // Where trimming may go up to, at most `limit`, keeping the entries within
+  // options.event_retention_ms and event_retention_bytes (the oldest go first).
+  uint64_t RetainedFrom(uint64_t limit);
 
   storage::Store& store_;
   TableOverlay& overlay_;
+  const Clock& clock_;
   const CoreOptions& options_;
 
   std::mutex run_mu_;           // one checkpoint at a time

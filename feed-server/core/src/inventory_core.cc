@@ -156,7 +156,7 @@ class InventoryCore::Impl {
         options_(options),
         feed_(options.change_feed_retention),
         overlay_(store),
-        checkpointer_(store, overlay_, options_),
+        checkpointer_(store, overlay_, clock, options_),
         writer_(store, overlay_, clock, options_),
         pipeline_(store, clock, options_,
                   CommitPipeline::Stages{

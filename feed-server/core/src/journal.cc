@@ -131,6 +131,16 @@ absl::StatusOr<ReplayedEntry> DecodeJournalEntry(std::string_view key, std::stri
   return out;
 }
 
+std::optional<int64_t> JournalEntryTime(std::string_view value) {
+  internal::v1::JournalEntry entry;
+  events::v1::Event first;
+  if (!entry.ParseFromArray(value.data(), static_cast<int>(value.size())) ||
+      entry.events_size() == 0 || !first.ParseFromString(entry.events(0))) {
+    return std::nullopt;
+  }
+  return first.occurred_at().seconds() * 1000 + first.occurred_at().nanos() / 1'000'000;
+}
+
 absl::StatusOr<std::vector<EventPtr>> ReadJournalEvents(const storage::ReadView& view,
                                                         uint64_t first, uint64_t last) {
   std::vector<EventPtr> events;

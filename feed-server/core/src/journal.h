@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,6 +27,10 @@ void EncodeJournalEntry(const std::vector<std::shared_ptr<events::v1::Event>>& e
 // left out). What a restarted change feed retains.
 absl::StatusOr<std::vector<EventPtr>> ReadJournalEvents(const storage::ReadView& view,
                                                         uint64_t first, uint64_t last);
+
+// The commit time (ms since the epoch) of the first event of a stored entry; nothing when the
+// entry holds no event or does not parse. What the checkpointer's retention goes by.
+std::optional<int64_t> JournalEntryTime(std::string_view value);
 
 // A stored entry read back: its table changes as a MutationLog, and its sequence range.
 struct ReplayedEntry {

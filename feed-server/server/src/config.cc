@@ -52,6 +52,17 @@ absl::StatusOr<ParseResult> ParseServerConfig(int argc, char** argv) {
 
   auto& o = c.core;
   auto& l = o.limits;
+  // The server keeps delivered events for replays (the core library keeps none by default).
+  o.event_retention_ms = int64_t{7} * 24 * 3600 * 1000;
+  o.event_retention_bytes = uint64_t{1} << 30;
+  env(app.add_option("--event-retention-ms", o.event_retention_ms,
+                     "delivered events kept in the journal for replays (0: none)")
+          ->check(CLI::Range(int64_t{0}, int64_t{365} * 24 * 3600 * 1000)),
+      "FEED_EVENT_RETENTION_MS");
+  env(app.add_option("--event-retention-bytes", o.event_retention_bytes,
+                     "at most this much journal is kept for replays, oldest dropped first (0: "
+                     "no size bound)"),
+      "FEED_EVENT_RETENTION_BYTES");
   env(app.add_option("--default-location", o.default_location,
                      "location used when a request names none"),
       "FEED_DEFAULT_LOCATION");

@@ -21,6 +21,8 @@ class MemoryStore : public Store {
   std::unique_ptr<ReadView> Snapshot() const override;
   Durability durability() const override { return durability_; }
   size_t ApproximateCount(Table table) const override { return Size(table); }
+  // Keys and values, exactly.
+  uint64_t ApproximateBytes(Table table) const override;
   absl::StatusOr<std::optional<std::string>> Get(Table table, std::string_view key) const override;
   absl::Status Scan(Table table, std::string_view start, std::string_view prefix,
                     const ScanFn& fn) const override;

@@ -104,6 +104,8 @@ class Store : public ReadView {
   // Roughly how many keys `table` holds (0 when unknown): sizes in-memory indexes before a
   // full scan, so a large recovery does not rehash them again and again.
   virtual size_t ApproximateCount(Table table) const { return 0; }
+  // Roughly how many bytes `table` takes (0 when unknown): what the journal's size bound reads.
+  virtual uint64_t ApproximateBytes(Table table) const { return 0; }
   // Turns on the automatic compactions of a store opened with them deferred (see
   // RocksDbOptions::defer_compactions); a no-op otherwise and when called again.
   virtual void StartCompactions() {}

@@ -54,6 +54,13 @@ struct CoreOptions {
   // more memory, a longer journal replay after a crash.
   int64_t checkpoint_interval_ms = 5'000;
   size_t checkpoint_bytes = 32u << 20;
+  // Delivered events stay in the journal this long (ms), and while the journal holds at most
+  // event_retention_bytes, so that they can be replayed to Kafka (AdminService.Replay); the
+  // checkpointer trims what is older or over the size, oldest first (never what the relay has
+  // yet to send or the tables do not hold yet). 0 and 0: trimmed as soon as delivered and
+  // checkpointed (the library's default; the server's flags keep 7 days within 1 GiB).
+  int64_t event_retention_ms = 0;
+  uint64_t event_retention_bytes = 0;
   // Called after each committed round of batches, on the thread that wrote it (the
   // committer, or the writer when it wrote an idle batch itself). Must not block.
   std::function<void(size_t commands, size_t events, double commit_seconds)> on_batch_committed;
