@@ -47,6 +47,7 @@
 #include "outbox_window.h"
 #include "record.h"
 #include "relay_testing.h"
+#include "replayer.h"
 #include "tail_check.h"
 #include "topic_admin.h"
 #include "watched_file.h"
@@ -228,6 +229,7 @@ class RelayImpl final : public Relay {
   void Notify() override { Wake(); }
   RelayStats stats() const override;
   bool kafka_reachable() const override { return reachable_.load(std::memory_order_relaxed); }
+  absl::StatusOr<ReplayResult> Replay(const ReplayRequest& request) override;
 
   void InjectFatalError() {
     inject_fatal_.store(true);
@@ -1185,6 +1187,67 @@ void RelayImpl::StopProducing() {
     log_->info("relay: {} records unacknowledged at shutdown stay in the outbox from sequence {}",
                left, window_.acked_through());
   }
+}
+
+absl::StatusOr<ReplayResult> RelayImpl::Replay(const ReplayRequest& request) {
+  if (request.from_sequence == 0) {
+    return absl::InvalidArgumentError("from_sequence: must be 1 or more");
+  }
+  if (request.to_sequence != 0 && request.to_sequence < request.from_sequence) {
+    return absl::InvalidArgumentError(fmt::format("to_sequence: {} is before from_sequence {}",
+                                                  request.to_sequence, request.from_sequence));
+  }
+  if (request.max_records_per_second == 0 || request.max_records_per_second > 1'000'000) {
+    return absl::InvalidArgumentError("max_records_per_second: 1 to 1000000");
+  }
+  if (!request.topic.empty()) {
+    bool known = false;
+    for (int i = 0; i < kTopicKindCount; ++i) {
+      known |= internal::TopicName(options_, static_cast<TopicKind>(i)) == request.topic;
+    }
+    if (!known) {
+      return absl::InvalidArgumentError(
+          fmt::format("topic: '{}' is not one of the relay's topics ({}, {}, {})", request.topic,
+                      options_.stock_topic, options_.order_status_topic, options_.receipt_topic));
+    }
+  }
+  auto first = internal::FirstJournalSequence(store_);
+  if (!first.ok()) return first.status();
+  const uint64_t last = last_sequence_ ? last_sequence_() : 0;
+  if (!first->has_value() || (last_sequence_ && **first > last)) {
+    return absl::OutOfRangeError(
+        "from_sequence: no event is kept (see --event-retention-ms and --event-retention-bytes)");
+  }
+  if (request.from_sequence < **first) {
+    return absl::OutOfRangeError(
+        fmt::format("from_sequence: {} is no longer kept; the oldest sequence kept is {}",
+                    request.from_sequence, **first));
+  }
+  uint64_t to = request.to_sequence != 0 ? request.to_sequence : UINT64_MAX;
+  if (last_sequence_) to = std::min(to, last);
+  if (request.from_sequence > to) {
+    return absl::OutOfRangeError(fmt::format(
+        "from_sequence: {} is after the last committed sequence {}", request.from_sequence, last));
+  }
+  auto conf = ClientConf(/*producer=*/true);
+  if (!conf.ok()) return conf.status();
+  internal::ReplayPlan plan;
+  plan.conf = std::move(*conf);
+  plan.from = request.from_sequence;
+  plan.to = to;
+  plan.topic = request.topic;
+  plan.max_records_per_second = request.max_records_per_second;
+  plan.flush_timeout_ms = request.flush_timeout_ms;
+  log_->info("relay: replaying sequences {}..{}{} at most {}/s", plan.from,
+             to == UINT64_MAX ? std::string("the end") : std::to_string(to),
+             request.topic.empty() ? std::string() : " of topic " + request.topic,
+             request.max_records_per_second);
+  auto result = internal::RunReplay(std::move(plan), store_, options_);
+  if (result.ok()) {
+    log_->info("relay: replay of {}..{} done: {} records sent and acknowledged",
+               result->first_sequence, result->last_sequence, result->records_delivered);
+  }
+  return result;
 }
 
 RelayStats RelayImpl::stats() const {

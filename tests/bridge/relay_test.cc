@@ -398,6 +398,66 @@ TEST_F(RelayTest, SendsAgainOnlyTheEventsTheTopicsDoNotHold) {
   EXPECT_EQ(sum.records, 60u);
 }
 
+// A downstream system lost its data: the topics deleted and created again, then the kept
+// events replayed with their ids. Each arrives once; a topic filter sends only its events; a
+// range older than what is kept is refused naming the oldest kept.
+TEST_F(RelayTest, ReplayRepublishesTheKeptEventsWithTheirIds) {
+  for (int i = 0; i < 6; ++i) writer_->Append(10);  // entries of 1..10, 11..20, ...
+  relay_ = NewRelay(options_);
+  ASSERT_NE(relay_, nullptr);
+  relay_->Start();
+  relay_->Notify();
+  ASSERT_TRUE(WaitDrained(*relay_, 60s)) << StatsString(relay_->stats());
+  test::DeleteTopics(options_.brokers, Topics());
+  ASSERT_TRUE(test::CreateTopics(options_.brokers, Topics(), options_.partitions));
+
+  ReplayRequest request;
+  request.from_sequence = 1;
+  request.max_records_per_second = 500;
+  const auto began = std::chrono::steady_clock::now();
+  auto replayed = relay_->Replay(request);
+  ASSERT_TRUE(replayed.ok()) << replayed.status();
+  EXPECT_GE(SecondsSince(began), 0.1);  // 60 records at 500/s: the rate holds
+  EXPECT_EQ(replayed->first_sequence, 1u);
+  EXPECT_EQ(replayed->last_sequence, 60u);
+  EXPECT_EQ(replayed->records_delivered, 60u);
+  Summary sum = ReadAndCheck(writer_->written(), 60s);
+  EXPECT_TRUE(sum.missing.empty());
+  EXPECT_EQ(sum.duplicates, 0u);
+  EXPECT_EQ(sum.records, 60u);
+
+  // Only the stock topic's events of 11..30.
+  request.from_sequence = 11;
+  request.to_sequence = 30;
+  request.topic = options_.stock_topic;
+  request.max_records_per_second = 10000;
+  replayed = relay_->Replay(request);
+  ASSERT_TRUE(replayed.ok()) << replayed.status();
+  EXPECT_GT(replayed->records_sent, 0u);
+  EXPECT_GT(replayed->skipped_other_topics, 0u);
+  EXPECT_EQ(replayed->records_sent + replayed->skipped_other_topics, 20u);
+
+  // What the journal no longer holds, and bad fields.
+  auto group = store_->NewWriteGroup();
+  group->DeleteRange(storage::Table::kJournal, storage::EncodeSequence(0),
+                     storage::EncodeSequence(11));  // the entry of 1..10
+  ASSERT_TRUE(store_->Commit(*group).ok());
+  request = ReplayRequest();
+  request.from_sequence = 3;
+  auto old = relay_->Replay(request);
+  EXPECT_EQ(old.status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_NE(old.status().message().find("the oldest sequence kept is 11"), std::string::npos)
+      << old.status();
+  request.from_sequence = 0;
+  EXPECT_EQ(relay_->Replay(request).status().code(), absl::StatusCode::kInvalidArgument);
+  request.from_sequence = 20;
+  request.to_sequence = 12;
+  EXPECT_NE(relay_->Replay(request).status().message().find("to_sequence"), std::string::npos);
+  request.to_sequence = 0;
+  request.topic = "nope";
+  EXPECT_NE(relay_->Replay(request).status().message().find("topic: 'nope'"), std::string::npos);
+}
+
 TEST_F(RelayTest, FatalProducerErrorRecreatesProducerAndResends) {
   options_.max_in_flight = 300;
   relay_ = NewRelay(options_);

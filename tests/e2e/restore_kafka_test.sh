@@ -7,7 +7,9 @@
 #      the backup's cursor, and its tail check finds the events A had already delivered;
 #      more changes on B; B stops;
 #   3. the topics hold, with no record twice: A's events 1..A_LAST under A's store id, and B's
-#      events after the backup's last sequence under B's store id.
+#      events after the backup's last sequence under B's store id;
+#   4. `feedctl replay` on B: B's events of the stock topic sent again; past the end and an
+#      unknown topic refused.
 #
 # Usage: restore_kafka_test.sh FEED_SERVER FEEDCTL REPO
 set -u
@@ -105,4 +107,17 @@ assert b == list(range(m_last + 1, b_last + 1)), f"B: {b[:3]}..{b[-3:]}, want {m
 assert set(seen) == {a_id, b_id}, f"stores {sorted(seen)}"
 print(f"restore_kafka_test: A {a_last} events, backup at {m_last}, B {b_last - m_last} more, each once")
 PY
+
+# 4. feedctl replay on B (after the audit: it sends records again on purpose).
+start_server "$WORK/server-b2.log" --data-dir "$WORK/b"
+export FEEDCTL_SERVER="127.0.0.1:$PORT"
+"$FEEDCTL" replay --from-sequence "$((M_LAST + 1))" --topic "${TOPICS[0]}" --progress off \
+  >"$WORK/replay.out" 2>&1 || fail "replay: $(cat "$WORK/replay.out")"
+grep -q "^replayed sequences $((M_LAST + 1))..$B_LAST: 40 records sent and acknowledged in" "$WORK/replay.out" ||
+  fail "replay: $(cat "$WORK/replay.out")"
+"$FEEDCTL" replay --from-sequence "$((B_LAST + 5))" --progress off >"$WORK/replay.out" 2>&1
+[ $? = 2 ] && grep -q "OUT_OF_RANGE" "$WORK/replay.out" || fail "replay past the end: $(cat "$WORK/replay.out")"
+"$FEEDCTL" replay --from-sequence 1 --topic nope --progress off >"$WORK/replay.out" 2>&1
+grep -q "INVALID_ARGUMENT: topic: 'nope'" "$WORK/replay.out" || fail "replay bad topic: $(cat "$WORK/replay.out")"
+stop_server
 echo "restore_kafka_test: ok"

@@ -242,13 +242,20 @@ TEST_F(AdminTest, BadBackupRequestsNameTheProblem) {
 
 class AdminOffTest : public GrpcTest {};
 
-TEST_F(AdminOffTest, WithoutABackupDirBackupsAreOff) {
+TEST_F(AdminOffTest, WithoutABackupDirOrKafkaBackupsAndReplaysAreOff) {
   ::admin::v1::BackupRequest req;
   req.set_name("x");
   ::admin::v1::BackupResponse resp;
   grpc::Status s = ::admin::v1::AdminService::NewStub(channel_)->Backup(Ctx().get(), req, &resp);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_THAT(s.error_message(), HasSubstr("--backup-dir"));
+  // No Kafka relay: nothing to replay to.
+  ::admin::v1::ReplayRequest replay;
+  replay.set_from_sequence(1);
+  ::admin::v1::ReplayResponse replayed;
+  s = ::admin::v1::AdminService::NewStub(channel_)->Replay(Ctx().get(), replay, &replayed);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(s.error_message(), HasSubstr("--kafka-brokers"));
 }
 
 }  // namespace

@@ -242,7 +242,8 @@ TEST(ScopeTableTest, EveryServedMethodHasItsScope) {
       {"order.v1.OrderService/GetOrder", "orders:read"},
       {"order.v1.OrderService/StreamOrderUpdates", "orders:read"},
       {"admin.v1.AdminService/CheckStore", "admin"},
-      {"admin.v1.AdminService/Backup", "admin"}};
+      {"admin.v1.AdminService/Backup", "admin"},
+      {"admin.v1.AdminService/Replay", "admin"}};
   for (const auto& [method, scope] : expected) {
     ASSERT_NE(table->Find(method), nullptr) << method;
     EXPECT_EQ(*table->Find(method), scope) << method;

@@ -85,6 +85,23 @@ struct RelayStats {
   double lag_p99_ms = 0;
 };
 
+// Events sent again on request (AdminService.Replay): those kept in the journal
+// (core::CoreOptions::event_retention_ms / _bytes), with their original event ids and headers.
+struct ReplayRequest {
+  uint64_t from_sequence = 0;
+  uint64_t to_sequence = 0;  // 0: up to the last committed
+  std::string topic;         // empty: all three; else only the events of this topic
+  uint32_t max_records_per_second = 10000;
+  int64_t flush_timeout_ms = 60000;  // how long the last records may take to be acknowledged
+};
+struct ReplayResult {
+  uint64_t first_sequence = 0;
+  uint64_t last_sequence = 0;
+  uint64_t records_sent = 0;
+  uint64_t records_delivered = 0;
+  uint64_t skipped_other_topics = 0;
+};
+
 class Relay {
  public:
   // Validates options and creates the producer. The topics (when create_topics) are created
@@ -104,6 +121,12 @@ class Relay {
   virtual void Notify() = 0;
   virtual RelayStats stats() const = 0;
   virtual bool kafka_reachable() const = 0;
+  // Sends the kept events from_sequence..to_sequence again with a producer of its own, at
+  // most max_records_per_second, beside the live relay (whose order per key it does not
+  // touch); returns once they are acknowledged. INVALID_ARGUMENT names a bad field;
+  // OUT_OF_RANGE names the oldest sequence kept when from_sequence is older; UNAVAILABLE when
+  // records were not acknowledged in time. Any thread but the relay's; blocks.
+  virtual absl::StatusOr<ReplayResult> Replay(const ReplayRequest& request) = 0;
 };
 
 }  // namespace feed::bridge

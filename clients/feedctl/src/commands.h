@@ -30,7 +30,7 @@ void AddReservationCommands(CLI::App& app, Context& ctx);  // reservation create
 void AddOrderCommands(CLI::App& app, Context& ctx);  // order create|get|pay|advance|cancel|follow
 void AddEventCommands(CLI::App& app, Context& ctx);  // events tail
 void AddCompletionCommand(CLI::App& app, Context& ctx);  // completion bash|zsh
-void AddAdminCommands(CLI::App& app, Context& ctx);      // check, backup
+void AddAdminCommands(CLI::App& app, Context& ctx);      // check, backup, replay
 
 // Parses "SKU:QUANTITY[@LOCATION]" (a reservation or order line); false when malformed.
 bool ParseLine(const std::string& text, std::string* sku, int64_t* quantity, std::string* location);

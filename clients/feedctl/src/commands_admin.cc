@@ -1,4 +1,4 @@
-// feedctl check | backup: the AdminService (scope admin). Both scan the whole store on the
+// feedctl check | backup | replay: the AdminService (scope admin). Each can take long on the
 // server, so they wait up to --wait-s (not --timeout-ms) and show the time passing on a
 // terminal.
 #include <grpcpp/grpcpp.h>
@@ -47,6 +47,9 @@ grpc::Status WithElapsed(const char* what, bool show, Call call) {
 
 struct AdminArgs {
   int64_t wait_s = 3600;
+  uint64_t from_sequence = 0, to_sequence = 0;
+  std::string topic;
+  uint32_t rate = 0;
   std::string progress = "auto";  // auto | on | off
   uint32_t max_violations = 0;
   std::string name;
@@ -103,6 +106,30 @@ int Backup(Context& ctx, const AdminArgs& a) {
   return kOk;
 }
 
+int Replay(Context& ctx, const AdminArgs& a) {
+  Connection* c = ctx.Connect();
+  if (c == nullptr) return kUsage;
+  admin::v1::ReplayRequest req;
+  req.set_from_sequence(a.from_sequence);
+  req.set_to_sequence(a.to_sequence);
+  req.set_topic(a.topic);
+  req.set_max_records_per_second(a.rate);
+  admin::v1::ReplayResponse resp;
+  grpc::Status s = WithElapsed("replay", a.show(), [&] {
+    return c->admin().Replay(c->NewContext(std::chrono::seconds(a.wait_s)).get(), req, &resp);
+  });
+  if (!s.ok()) return ctx.output().Error("Replay", s);
+  ctx.output().Print(
+      resp,
+      fmt::format("replayed sequences {}..{}: {} records sent and acknowledged{} in {} ms",
+                  resp.first_sequence(), resp.last_sequence(), resp.records_delivered(),
+                  resp.skipped_other_topics() > 0
+                      ? fmt::format(" ({} of other topics left out)", resp.skipped_other_topics())
+                      : std::string(),
+                  resp.duration_ms()));
+  return kOk;
+}
+
 void AddWaitOptions(CLI::App* cmd, AdminArgs& a) {
   cmd->add_option("--wait-s", a.wait_s, "how long to wait for the server's answer")
       ->check(CLI::Range(int64_t{1}, int64_t{24 * 3600}));
@@ -126,6 +153,15 @@ void AddAdminCommands(CLI::App& app, Context& ctx) {
       ->required();
   AddWaitOptions(backup, *a);
   backup->callback([&ctx, a] { ctx.run = [&ctx, a] { return Backup(ctx, *a); }; });
+
+  auto* replay = app.add_subcommand(
+      "replay", "send kept events again to Kafka with their event ids (a consumer re-fed)");
+  replay->add_option("--from-sequence", a->from_sequence, "the first event to send")->required();
+  replay->add_option("--to-sequence", a->to_sequence, "the last one (default: the last)");
+  replay->add_option("--topic", a->topic, "only the events of this topic");
+  replay->add_option("--rate", a->rate, "records per second at most (default 10000)");
+  AddWaitOptions(replay, *a);
+  replay->callback([&ctx, a] { ctx.run = [&ctx, a] { return Replay(ctx, *a); }; });
 }
 
 }  // namespace feedctl

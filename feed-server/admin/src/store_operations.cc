@@ -11,11 +11,15 @@ namespace feed::admin {
 
 StoreOperations::StoreOperations(storage::Store& store, const core::Clock& clock,
                                  const core::CoreOptions& core_options,
-                                 StoreOperationsOptions options)
-    : store_(store), clock_(clock), core_options_(core_options), options_(std::move(options)) {}
+                                 StoreOperationsOptions options, bridge::Relay* relay)
+    : store_(store),
+      clock_(clock),
+      core_options_(core_options),
+      options_(std::move(options)),
+      relay_(relay) {}
 
 StoreOperations::~StoreOperations() {
-  for (Slot* slot : {&audit_, &backup_}) {
+  for (Slot* slot : {&audit_, &backup_, &replay_}) {
     std::lock_guard lock(slot->mu);
     if (slot->thread.joinable()) slot->thread.join();
   }
@@ -95,6 +99,46 @@ void StoreOperations::Backup(const ::admin::v1::BackupRequest& request,
   });
   if (!started) {
     std::move (*shared)(absl::AbortedError("a backup is running already: try again when it ends"));
+  }
+}
+
+void StoreOperations::Replay(const ::admin::v1::ReplayRequest& request,
+                             Done<::admin::v1::ReplayResponse> done) {
+  if (relay_ == nullptr) {
+    std::move(done)(absl::FailedPreconditionError(
+        "no Kafka relay runs (start the server with --kafka-brokers): nothing to replay to"));
+    return;
+  }
+  bridge::ReplayRequest r;
+  r.from_sequence = request.from_sequence();
+  r.to_sequence = request.to_sequence();
+  r.topic = request.topic();
+  r.max_records_per_second =
+      request.max_records_per_second() == 0 ? 10000 : request.max_records_per_second();
+  auto shared = std::make_shared<Done<::admin::v1::ReplayResponse>>(std::move(done));
+  const bool started = Start(replay_, [this, r, shared]() -> Answer {
+    const auto began = std::chrono::steady_clock::now();
+    absl::StatusOr<::admin::v1::ReplayResponse> answer;
+    auto result = relay_->Replay(r);
+    if (!result.ok()) {
+      answer = result.status();
+    } else {
+      ::admin::v1::ReplayResponse response;
+      response.set_first_sequence(result->first_sequence);
+      response.set_last_sequence(result->last_sequence);
+      response.set_records_sent(result->records_sent);
+      response.set_records_delivered(result->records_delivered);
+      response.set_skipped_other_topics(result->skipped_other_topics);
+      response.set_duration_ms(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   std::chrono::steady_clock::now() - began)
+                                   .count());
+      answer = std::move(response);
+    }
+    return
+        [shared, answer = std::move(answer)]() mutable { std::move (*shared)(std::move(answer)); };
+  });
+  if (!started) {
+    std::move (*shared)(absl::AbortedError("a replay is running already: try again when it ends"));
   }
 }
 

@@ -202,8 +202,8 @@ absl::Status FeedServer::Impl::Start() {
   }
 
   if (config_.log_rpcs) access_log_ = std::make_unique<AccessLog>(config_.log_format == "json");
-  store_operations_ =
-      std::make_unique<admin::StoreOperations>(*store_, clock_, config_.core, config_.admin);
+  store_operations_ = std::make_unique<admin::StoreOperations>(*store_, clock_, config_.core,
+                                                               config_.admin, relay_.get());
   ServiceContext sc{core_.get(),
                     &metrics_,
                     &config_,
@@ -365,10 +365,10 @@ void FeedServer::Impl::Shutdown() {
   exposer_.reset();
   gateway_.reset();
   server_.reset();
+  store_operations_.reset();  // waits for a running audit, backup or replay
   relay_.reset();
   core_.reset();
-  store_operations_.reset();  // waits for a running audit or backup
-  store_.reset();             // syncs the WAL and closes RocksDB
+  store_.reset();  // syncs the WAL and closes RocksDB
   ServerLog()->info("stopped");
 }
 

@@ -243,4 +243,14 @@ grpc::ServerUnaryReactor* AdminServiceImpl::Backup(grpc::CallbackServerContext* 
       });
 }
 
+grpc::ServerUnaryReactor* AdminServiceImpl::Replay(grpc::CallbackServerContext* ctx,
+                                                   const grpc::ByteBuffer* request,
+                                                   grpc::ByteBuffer* response) {
+  return ServeAdmin<::admin::v1::ReplayRequest, ::admin::v1::ReplayResponse>(
+      ctx_, ctx, "admin.v1.AdminService/Replay", request, response,
+      [](admin::StoreOperations& ops, const ::admin::v1::ReplayRequest& r, auto done) {
+        ops.Replay(r, std::move(done));
+      });
+}
+
 }  // namespace feed::server

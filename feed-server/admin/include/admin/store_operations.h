@@ -13,6 +13,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "admin/v1/admin.pb.h"
+#include "bridge/relay.h"
 #include "core/clock.h"
 #include "core/options.h"
 #include "storage/store.h"
@@ -39,8 +40,10 @@ struct StoreOperationsOptions {
 
 class StoreOperations {
  public:
+  // `relay` (null without Kafka) serves Replay; it must outlive this.
   StoreOperations(storage::Store& store, const core::Clock& clock,
-                  const core::CoreOptions& core_options, StoreOperationsOptions options);
+                  const core::CoreOptions& core_options, StoreOperationsOptions options,
+                  bridge::Relay* relay = nullptr);
   // Waits for a running audit or backup.
   ~StoreOperations();
 
@@ -48,6 +51,7 @@ class StoreOperations {
   void CheckStore(const ::admin::v1::CheckStoreRequest& request,
                   Done<::admin::v1::CheckStoreResponse> done);
   void Backup(const ::admin::v1::BackupRequest& request, Done<::admin::v1::BackupResponse> done);
+  void Replay(const ::admin::v1::ReplayRequest& request, Done<::admin::v1::ReplayResponse> done);
 
   AuditStats audit_stats() const;
 
@@ -68,7 +72,8 @@ class StoreOperations {
   const core::Clock& clock_;
   const core::CoreOptions core_options_;
   const StoreOperationsOptions options_;
-  Slot audit_, backup_;
+  bridge::Relay* const relay_;
+  Slot audit_, backup_, replay_;
   mutable std::mutex stats_mu_;
   AuditStats stats_;
 };

@@ -124,7 +124,9 @@ class InventoryServiceImpl final : public RawInventoryService {
 };
 
 using RawAdminService = ::admin::v1::AdminService::WithRawCallbackMethod_CheckStore<
-    ::admin::v1::AdminService::WithRawCallbackMethod_Backup<::admin::v1::AdminService::Service>>;
+    ::admin::v1::AdminService::WithRawCallbackMethod_Backup<
+        ::admin::v1::AdminService::WithRawCallbackMethod_Replay<
+            ::admin::v1::AdminService::Service>>>;
 
 class AdminServiceImpl final : public RawAdminService {
  public:
@@ -134,6 +136,9 @@ class AdminServiceImpl final : public RawAdminService {
                                        const grpc::ByteBuffer* request,
                                        grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Backup(grpc::CallbackServerContext* ctx,
+                                   const grpc::ByteBuffer* request,
+                                   grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* Replay(grpc::CallbackServerContext* ctx,
                                    const grpc::ByteBuffer* request,
                                    grpc::ByteBuffer* response) override;
 
