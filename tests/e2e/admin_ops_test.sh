@@ -61,6 +61,13 @@ expect 2 "$F" backup --to nightly --progress off
 expect 2 "$F" backup --to "a/b" --progress off
 [[ "$ERR" == *"INVALID_ARGUMENT: name: '/' is not allowed"* ]] || fail "backup bad name: $ERR"
 expect 1 "$F" backup                                   # --to is required
+# Stock as of a past sequence (the server keeps delivered events: --event-retention-ms).
+expect 0 "$F" stock get sku-1 --as-of 1
+[[ "$OUT" == "sku-1 @ default: on_hand 50, reserved 0, available 50"* ]] || fail "as of 1: $OUT"
+expect 0 "$F" stock get sku-1 --as-of 21
+[[ "$OUT" == "sku-1 @ default: on_hand 50, reserved 2, available 48"* ]] || fail "as of 21: $OUT"
+expect 2 "$F" stock get sku-1 --as-of 999
+[[ "$ERR" == *"OUT_OF_RANGE: as_of_sequence: 999 is after the last committed sequence 31"* ]] || fail "as of 999: $ERR"
 # After the backup: changes the restore must not have.
 expect 0 "$F" stock adjust sku-1 999 --set
 STORE_ID="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["store_id"])' "$WORK/backups/nightly/BACKUP-MANIFEST.json")"

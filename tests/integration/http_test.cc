@@ -74,6 +74,13 @@ TEST_F(HttpTest, ReserveCommitAndReadStockThroughTheRoutes) {
   ASSERT_EQ(body["missing"].size(), 1u);
   EXPECT_EQ(body["missing"][0]["sku"], "h-none");
 
+  // As of the first change (the SET to 10), from the kept events.
+  auto before = c.Call("GET", "/v1/stock?sku=h-1&as_of_sequence=1");
+  ASSERT_EQ(before.status, 200) << before.body;
+  EXPECT_EQ(Json(before)["levels"][0]["onHand"], "10");
+  EXPECT_EQ(Json(before)["asOfSequence"], "1");
+  ExpectError(c.Call("GET", "/v1/stock?sku=h-1&as_of_sequence=999"), 400, 11, "as_of_sequence");
+
   auto batch = c.Call("POST", "/v1/stock:batchGet", json{{"keys", {{{"sku", "h-1"}}}}}.dump());
   ASSERT_EQ(batch.status, 200) << batch.body;
   EXPECT_EQ(Json(batch)["levels"][0]["onHand"], "7");

@@ -22,10 +22,12 @@ using inventory::v1::AdjustStockResponse;
 
 namespace {
 
-int GetStock(Context& ctx, const std::vector<std::string>& skus, const std::string& location) {
+int GetStock(Context& ctx, const std::vector<std::string>& skus, const std::string& location,
+             uint64_t as_of) {
   Connection* c = ctx.Connect();
   if (c == nullptr) return kUsage;
   inventory::v1::GetStockRequest req;
+  req.set_as_of_sequence(as_of);
   for (const auto& s : skus) {
     auto* k = req.add_keys();
     k->set_sku(s);
@@ -308,8 +310,10 @@ void AddStockCommands(CLI::App& app, Context& ctx) {
   auto location = std::make_shared<std::string>();
   get->add_option("sku", *skus, "SKUs")->required();
   get->add_option("--location", *location, "one location (default: every location)");
-  get->callback([&ctx, skus, location] {
-    ctx.run = [&ctx, skus, location] { return GetStock(ctx, *skus, *location); };
+  auto as_of = std::make_shared<uint64_t>(0);
+  get->add_option("--as-of", *as_of, "as right after this sequence (from the kept events)");
+  get->callback([&ctx, skus, location, as_of] {
+    ctx.run = [&ctx, skus, location, as_of] { return GetStock(ctx, *skus, *location, *as_of); };
   });
 
   auto* adjust = stock->add_subcommand("adjust", "receive, correct or count stock");

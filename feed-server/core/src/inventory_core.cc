@@ -13,6 +13,7 @@
 #include "journal.h"
 #include "logging.h"
 #include "reads.h"
+#include "stock_history.h"
 #include "table_overlay.h"
 #include "writer_state.h"
 
@@ -339,7 +340,9 @@ absl::StatusOr<inventory::v1::GetStockResponse> InventoryCore::GetStock(
   }
   if (absl::Status s = ValidateGetStock(request, impl_->options_); !s.ok()) return s;
   inventory::v1::GetStockResponse response;
-  absl::Status s = impl_->overlay_.Read([&](const storage::ReadView& view, uint64_t) {
+  uint64_t now_sequence = 0;
+  absl::Status s = impl_->overlay_.Read([&](const storage::ReadView& view, uint64_t as_of) {
+    now_sequence = as_of;
     LevelReader reader(view, {request.keys().begin(), request.keys().end()});
     std::vector<inventory::v1::StockLevel> levels;
     auto read = reader.Next(SIZE_MAX, &levels,
@@ -349,6 +352,17 @@ absl::StatusOr<inventory::v1::GetStockResponse> InventoryCore::GetStock(
     return absl::OkStatus();
   });
   if (!s.ok()) return s;
+  if (request.as_of_sequence() > 0) {
+    if (request.as_of_sequence() > now_sequence) {
+      return absl::OutOfRangeError(
+          fmt::format("as_of_sequence: {} is after the last committed sequence {}",
+                      request.as_of_sequence(), now_sequence));
+    }
+    // Outside the overlay's read: the journal scan may be long, and commits wait on a read.
+    // Every change the levels above show is in the journal already (it is committed first).
+    s = RewindLevels(impl_->store_, request.as_of_sequence(), now_sequence, &response);
+    if (!s.ok()) return s;
+  }
   return response;
 }
 
