@@ -178,6 +178,43 @@ TEST_F(AdminTest, ABackupUnderLoadRestoresEveryAcknowledgedReservationUnderANewS
   EXPECT_THAT(again.status().message(), HasSubstr("is not empty"));
 }
 
+// A record spoiled in a stopped store through the storage API: the offline audit
+// (feed-server --check) names it, and a server refuses to start on it.
+TEST_F(AdminTest, TheAuditNamesARecordSpoiledInAStoppedStore) {
+  Adjust("s-1", 10);
+  inv::ReserveResponse held;
+  ASSERT_TRUE(Reserve("s-1", 4, &held).ok());
+  stub_.reset();
+  server_->Shutdown();
+  server_.reset();
+  {
+    storage::RocksDbOptions ro;
+    ro.path = config_.storage.path;
+    auto store = storage::OpenRocksDbStore(ro);
+    ASSERT_TRUE(store.ok()) << store.status();
+    inv::StockLevel spoiled;
+    spoiled.set_sku("s-1");
+    spoiled.set_location("default");
+    spoiled.set_on_hand(10);
+    spoiled.set_reserved(1);  // the open hold reserves 4
+    spoiled.set_available(9);
+    auto group = (*store)->NewWriteGroup();
+    group->Put(storage::Table::kStock, std::string("s-1\0default", 11),
+               spoiled.SerializeAsString());
+    ASSERT_TRUE((*store)->Commit(*group).ok());
+  }
+  auto report = server::CheckStoreOffline(config_);
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_EQ(report->violation_count(), 1u) << report->DebugString();
+  EXPECT_EQ(report->violations(0).kind(), "reserved_mismatch");
+  EXPECT_EQ(report->violations(0).key(), "s-1@default");
+  EXPECT_THAT(report->violations(0).message(), HasSubstr("reserved 1 but its open holds sum to 4"));
+  auto refused = server::FeedServer::Start(config_);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(refused.status().message(), HasSubstr("sku 's-1' at 'default' has reserved 1"));
+}
+
 TEST_F(AdminTest, ACorruptIncompleteOrPaddedBackupIsRefusedByName) {
   Adjust("c-1", 10);
   ::admin::v1::BackupResponse backup;
