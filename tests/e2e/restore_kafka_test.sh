@@ -15,34 +15,15 @@
 set -u
 SERVER_BIN="$1" FEEDCTL="$2" REPO="$3"
 WORK="$(mktemp -d /tmp/restore-kafka-test-XXXXXX)"
-PIDS=()
-fail() { echo "FAIL: $*" >&2; tail -5 "$WORK"/server*.log >&2 2>/dev/null; exit 1; }
-cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$WORK"; }
-trap cleanup EXIT
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 BROKERS="$("$REPO/compose/kafka.sh" start)" || fail "no Kafka broker"
 SUFFIX="restore$RANDOM$$"
 TOPICS=("stock.$SUFFIX" "status.$SUFFIX" "receipts.$SUFFIX")
-start_server() {  # start_server LOG ARGS...; sets PORT and PID
+start_relaying() {  # start_relaying LOG ARGS...: start_server with this run's topics
   local log="$1"; shift
-  PORT="$(free_port)"
-  "$SERVER_BIN" --listen "127.0.0.1:$PORT" --http-listen "" --metrics-listen "" --log-rpcs false \
-    --kafka-brokers "$BROKERS" --kafka-stock-topic "${TOPICS[0]}" \
-    --kafka-order-status-topic "${TOPICS[1]}" --kafka-receipt-topic "${TOPICS[2]}" \
-    "$@" >"$log" 2>&1 &
-  PID=$!
-  PIDS+=("$PID")
-  for _ in $(seq 1 100); do
-    grep -q "feed-server listening on" "$log" && return 0
-    kill -0 "$PID" 2>/dev/null || fail "server exited at start: $(tail -3 "$log")"
-    sleep 0.1
-  done
-  fail "server did not start"
-}
-stop_server() {
-  kill -TERM "$PID"
-  for _ in $(seq 1 150); do kill -0 "$PID" 2>/dev/null || return 0; sleep 0.1; done
-  fail "server did not stop"
+  start_server "$log" --kafka-brokers "$BROKERS" --kafka-stock-topic "${TOPICS[0]}" \
+    --kafka-order-status-topic "${TOPICS[1]}" --kafka-receipt-topic "${TOPICS[2]}" "$@"
 }
 last_sequence() {  # the running server's last committed sequence
   "$FEEDCTL" --json check --progress off |
@@ -50,7 +31,7 @@ last_sequence() {  # the running server's last committed sequence
 }
 
 # 1. Server A under load, a backup in the middle.
-start_server "$WORK/server-a.log" --data-dir "$WORK/a" --backup-dir "$WORK/backups"
+start_relaying "$WORK/server-a.log" --data-dir "$WORK/a" --backup-dir "$WORK/backups"
 export FEEDCTL_SERVER="127.0.0.1:$PORT"
 # A burst (batches of 500 adjustments) keeps the relay's cursor behind the last sequence for a
 # moment, so the backup most likely holds events its cursor has not passed: B sends those again
@@ -72,7 +53,7 @@ print(m["store_id"], m["last_sequence"], m["relay_cursor"])' "$WORK/backups/mid/
 [ "$M_LAST" -gt 0 ] && [ "$M_LAST" -lt "$A_LAST" ] || fail "backup at $M_LAST of $A_LAST: not mid-load"
 
 # 2. Server B on the restored backup, more changes.
-start_server "$WORK/server-b.log" --data-dir "$WORK/b" --restore-from "$WORK/backups/mid"
+start_relaying "$WORK/server-b.log" --data-dir "$WORK/b" --restore-from "$WORK/backups/mid"
 export FEEDCTL_SERVER="127.0.0.1:$PORT"
 for i in $(seq 1 40); do "$FEEDCTL" stock adjust "sku-b$((i % 5))" "$i" --set >/dev/null || fail "adjust on B"; done
 B_LAST="$(last_sequence)"
@@ -109,7 +90,7 @@ print(f"restore_kafka_test: A {a_last} events, backup at {m_last}, B {b_last - m
 PY
 
 # 4. feedctl replay on B (after the audit: it sends records again on purpose).
-start_server "$WORK/server-b2.log" --data-dir "$WORK/b"
+start_relaying "$WORK/server-b2.log" --data-dir "$WORK/b"
 export FEEDCTL_SERVER="127.0.0.1:$PORT"
 "$FEEDCTL" replay --from-sequence "$((M_LAST + 1))" --topic "${TOPICS[0]}" --progress off \
   >"$WORK/replay.out" 2>&1 || fail "replay: $(cat "$WORK/replay.out")"
