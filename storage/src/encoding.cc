@@ -47,6 +47,16 @@ std::optional<uint64_t> DecodeSequence(std::string_view bytes) {
   return GetBigEndian64(bytes.data());
 }
 
+absl::StatusOr<std::optional<uint64_t>> ReadMetaSequence(const ReadView& view,
+                                                         std::string_view name) {
+  auto value = view.Get(Table::kMeta, name);
+  if (!value.ok()) return value.status();
+  if (!value->has_value()) return std::optional<uint64_t>();
+  auto sequence = DecodeSequence(**value);
+  if (!sequence) return absl::DataLossError("meta " + std::string(name) + " is corrupt");
+  return sequence;
+}
+
 std::string EncodeTimestamped(int64_t created_at_ms, std::string_view payload) {
   std::string out(8 + payload.size(), '\0');
   PutBigEndian64(static_cast<uint64_t>(created_at_ms), out.data());

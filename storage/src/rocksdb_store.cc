@@ -272,16 +272,8 @@ class RocksDbStore : public Store {
 
   // Format 1 -> 2 (RocksDbOptions::migrate_format_1). Idempotent until the outbox is dropped.
   absl::Status MigrateFormat1(rocksdb::ColumnFamilyHandle* outbox) {
-    auto meta = [&](std::string_view name) -> absl::StatusOr<std::optional<uint64_t>> {
-      auto v = Get(Table::kMeta, name);
-      if (!v.ok()) return v.status();
-      if (!v->has_value()) return std::optional<uint64_t>();
-      auto seq = DecodeSequence(**v);
-      if (!seq) return absl::DataLossError("migration: meta " + std::string(name) + " is corrupt");
-      return seq;
-    };
-    auto cursor = meta(meta_keys::kRelayCursor);
-    auto next = meta(meta_keys::kNextSequence);
+    auto cursor = ReadMetaSequence(*this, meta_keys::kRelayCursor);
+    auto next = ReadMetaSequence(*this, meta_keys::kNextSequence);
     if (!cursor.ok()) return cursor.status();
     if (!next.ok()) return next.status();
     const uint64_t from = cursor->value_or(0);

@@ -74,15 +74,6 @@ absl::Status WriteFileDurably(const fs::path& path, const std::string& content) 
   return absl::OkStatus();
 }
 
-absl::StatusOr<uint64_t> MetaSequence(const storage::ReadView& view, std::string_view name) {
-  auto value = view.Get(Table::kMeta, name);
-  if (!value.ok()) return value.status();
-  if (!value->has_value()) return 0;
-  auto seq = storage::DecodeSequence(**value);
-  if (!seq) return absl::DataLossError(fmt::format("meta {} is corrupt", name));
-  return *seq;
-}
-
 // What the copy in `dir` holds, read from it without writing (a read-only open).
 absl::Status ReadFacts(const std::string& dir, BackupManifest* m) {
   storage::RocksDbOptions options;
@@ -94,21 +85,22 @@ absl::Status ReadFacts(const std::string& dir, BackupManifest* m) {
   auto id = s.Get(Table::kMeta, storage::meta_keys::kStoreId);
   if (!id.ok()) return id.status();
   m->set_store_id(id->value_or(""));
-  auto cursor = MetaSequence(s, storage::meta_keys::kRelayCursor);
-  auto checkpoint = MetaSequence(s, storage::meta_keys::kCheckpointSequence);
-  auto format = MetaSequence(s, storage::meta_keys::kFormatVersion);
-  auto next = MetaSequence(s, storage::meta_keys::kNextSequence);
-  for (const auto* r : {&cursor, &checkpoint, &format, &next}) {
-    if (!r->ok()) return r->status();
+  uint64_t cursor = 0, checkpoint = 0, format = 0, next = 0;
+  for (auto [name, out] : {std::pair{storage::meta_keys::kRelayCursor, &cursor},
+                           std::pair{storage::meta_keys::kCheckpointSequence, &checkpoint},
+                           std::pair{storage::meta_keys::kFormatVersion, &format},
+                           std::pair{storage::meta_keys::kNextSequence, &next}}) {
+    auto value = storage::ReadMetaSequence(s, name);
+    if (!value.ok()) return value.status();
+    *out = value->value_or(0);
   }
-  m->set_relay_cursor(*cursor);
-  m->set_checkpoint_sequence(*checkpoint);
-  m->set_format_version(*format);
+  m->set_relay_cursor(cursor);
+  m->set_checkpoint_sequence(checkpoint);
+  m->set_format_version(format);
   // The journal after the checkpoint is short (one checkpoint interval): its last key is the
   // last committed sequence.
-  uint64_t last = *next > 0 ? *next - 1 : 0;
-  last = std::max(last, *checkpoint);
-  absl::Status scanned = s.Scan(Table::kJournal, storage::EncodeSequence(*checkpoint + 1), "",
+  uint64_t last = std::max(next > 0 ? next - 1 : 0, checkpoint);
+  absl::Status scanned = s.Scan(Table::kJournal, storage::EncodeSequence(checkpoint + 1), "",
                                 [&](std::string_view key, std::string_view) {
                                   if (auto seq = storage::DecodeSequence(key)) {
                                     last = std::max(last, *seq);

@@ -22,16 +22,6 @@ int64_t MillisSince(std::chrono::steady_clock::time_point t) {
       .count();
 }
 
-absl::StatusOr<std::optional<uint64_t>> ReadSequence(const storage::Store& store,
-                                                     std::string_view name) {
-  auto value = store.Get(Table::kMeta, name);
-  if (!value.ok()) return value.status();
-  if (!value->has_value()) return std::optional<uint64_t>();
-  auto seq = storage::DecodeSequence(**value);
-  if (!seq) return absl::DataLossError(fmt::format("meta {} is corrupt", name));
-  return seq;
-}
-
 Level ToLevel(const StockLevel& p) {
   return Level{p.on_hand(),         p.reserved(),      p.version(),
                p.allow_backorder(), p.updated_at_ms(), p.sequence()};
@@ -85,7 +75,7 @@ void WriterState::NoteStoredLevel(std::string_view key, const StockLevel& record
 }
 
 absl::Status WriterState::RecoverMeta(uint64_t* checkpoint_sequence, bool write) {
-  auto format = ReadSequence(store_, storage::meta_keys::kFormatVersion);
+  auto format = storage::ReadMetaSequence(store_, storage::meta_keys::kFormatVersion);
   if (!format.ok()) return format.status();
   if (*format && **format > storage::kFormatVersion) {
     return absl::FailedPreconditionError(fmt::format(
@@ -93,10 +83,10 @@ absl::Status WriterState::RecoverMeta(uint64_t* checkpoint_sequence, bool write)
         "server of that version or newer",
         **format, storage::kFormatVersion));
   }
-  auto next = ReadSequence(store_, storage::meta_keys::kNextSequence);
+  auto next = storage::ReadMetaSequence(store_, storage::meta_keys::kNextSequence);
   if (!next.ok()) return next.status();
   if (*next) next_sequence_ = **next;
-  auto checkpoint = ReadSequence(store_, storage::meta_keys::kCheckpointSequence);
+  auto checkpoint = storage::ReadMetaSequence(store_, storage::meta_keys::kCheckpointSequence);
   if (!checkpoint.ok()) return checkpoint.status();
   *checkpoint_sequence = checkpoint->value_or(0);
 

@@ -49,15 +49,6 @@ void AddViolation(::admin::v1::CheckStoreResponse& report, size_t max, std::stri
   v->set_message(std::move(message));
 }
 
-absl::StatusOr<uint64_t> ReadMetaSequence(const storage::ReadView& view, std::string_view name) {
-  auto value = view.Get(Table::kMeta, name);
-  if (!value.ok()) return value.status();
-  if (!value->has_value()) return 0;
-  auto seq = storage::DecodeSequence(**value);
-  if (!seq) return absl::DataLossError(fmt::format("meta {} is corrupt", name));
-  return *seq;
-}
-
 // The journal entries from the one holding `from` up to `through` must follow each other
 // without a gap (the relay has yet to send them; entries after the checkpoint are checked by
 // the replay). Without a relay cursor (`from` 0) every stored entry is checked.
@@ -110,15 +101,17 @@ absl::StatusOr<::admin::v1::CheckStoreResponse> AuditStore(const storage::Store&
   report.set_checked_at_ms(clock.NowMillis());
   SnapshotStore view(store, store.Snapshot());
 
-  auto cursor = ReadMetaSequence(view, storage::meta_keys::kRelayCursor);
-  if (!cursor.ok()) return cursor.status();
-  auto checkpoint = ReadMetaSequence(view, storage::meta_keys::kCheckpointSequence);
-  if (!checkpoint.ok()) return checkpoint.status();
-  report.set_relay_cursor(*cursor);
-  report.set_checkpoint_sequence(*checkpoint);
+  auto stored_cursor = storage::ReadMetaSequence(view, storage::meta_keys::kRelayCursor);
+  if (!stored_cursor.ok()) return stored_cursor.status();
+  auto stored_checkpoint = storage::ReadMetaSequence(view, storage::meta_keys::kCheckpointSequence);
+  if (!stored_checkpoint.ok()) return stored_checkpoint.status();
+  const uint64_t cursor = stored_cursor->value_or(0);
+  const uint64_t checkpoint = stored_checkpoint->value_or(0);
+  report.set_relay_cursor(cursor);
+  report.set_checkpoint_sequence(checkpoint);
 
   // The entries the relay has yet to send that the checkpoint already includes.
-  auto journal = CheckJournalUpTo(view, *cursor, *checkpoint, report, max_violations);
+  auto journal = CheckJournalUpTo(view, cursor, checkpoint, report, max_violations);
   if (!journal.ok()) return journal.status();
 
   TableOverlay overlay(view);

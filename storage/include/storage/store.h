@@ -142,6 +142,10 @@ class WriteCountsTotal {
 // Key and value encodings shared by the writer and the relay.
 std::string EncodeSequence(uint64_t sequence);  // 8 bytes, big-endian: sorts numerically
 std::optional<uint64_t> DecodeSequence(std::string_view bytes);
+// A sequence-valued meta record (meta_keys below): nothing when absent, DATA_LOSS naming it
+// when it is not 8 bytes.
+absl::StatusOr<std::optional<uint64_t>> ReadMetaSequence(const ReadView& view,
+                                                         std::string_view name);
 
 // Values of Table::kIdempotency start with an 8-byte big-endian creation time (ms since the
 // epoch) so that the store can drop expired records during compaction.
