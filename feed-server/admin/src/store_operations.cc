@@ -37,6 +37,28 @@ bool StoreOperations::Start(Slot& slot, Work work) {
   return true;
 }
 
+template <class Resp>
+void StoreOperations::Launch(Slot& slot, std::string_view what, Done<Resp> done,
+                             absl::AnyInvocable<absl::StatusOr<Resp>() &&> work) {
+  auto shared = std::make_shared<Done<Resp>>(std::move(done));
+  const bool started = Start(slot, [shared, work = std::move(work)]() mutable -> Answer {
+    auto result = std::move(work)();
+    return
+        [shared, result = std::move(result)]() mutable { std::move (*shared)(std::move(result)); };
+  });
+  if (!started) {
+    std::move (*shared)(
+        absl::AbortedError(fmt::format("{} is running already: try again when it ends", what)));
+  }
+}
+
+namespace {
+int64_t MillisSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t)
+      .count();
+}
+}  // namespace
+
 void StoreOperations::CheckStore(const ::admin::v1::CheckStoreRequest& request,
                                  Done<::admin::v1::CheckStoreResponse> done) {
   if (request.max_violations() > options_.max_listed_violations) {
@@ -46,8 +68,7 @@ void StoreOperations::CheckStore(const ::admin::v1::CheckStoreRequest& request,
     return;
   }
   const size_t max = request.max_violations() == 0 ? 100 : request.max_violations();
-  auto shared = std::make_shared<Done<::admin::v1::CheckStoreResponse>>(std::move(done));
-  const bool started = Start(audit_, [this, max, shared]() -> Answer {
+  Launch<::admin::v1::CheckStoreResponse>(audit_, "an audit", std::move(done), [this, max] {
     auto report = core::AuditStore(store_, clock_, core_options_, max);
     if (report.ok()) {
       std::lock_guard lock(stats_mu_);
@@ -56,12 +77,8 @@ void StoreOperations::CheckStore(const ::admin::v1::CheckStoreRequest& request,
       stats_.last_duration_ms = report->duration_ms();
       stats_.last_violations = report->violation_count();
     }
-    return
-        [shared, report = std::move(report)]() mutable { std::move (*shared)(std::move(report)); };
+    return report;
   });
-  if (!started) {
-    std::move (*shared)(absl::AbortedError("an audit is running already: try again when it ends"));
-  }
 }
 
 void StoreOperations::Backup(const ::admin::v1::BackupRequest& request,
@@ -76,30 +93,20 @@ void StoreOperations::Backup(const ::admin::v1::BackupRequest& request,
     return;
   }
   const std::string path = (std::filesystem::path(options_.backup_dir) / request.name()).string();
-  auto shared = std::make_shared<Done<::admin::v1::BackupResponse>>(std::move(done));
-  const bool started = Start(backup_, [this, path, shared]() -> Answer {
-    const auto began = std::chrono::steady_clock::now();
-    std::error_code ec;
-    std::filesystem::create_directories(options_.backup_dir, ec);
-    absl::StatusOr<::admin::v1::BackupResponse> result;
-    auto manifest = WriteBackup(store_, path, clock_.NowMillis());
-    if (!manifest.ok()) {
-      result = manifest.status();
-    } else {
-      ::admin::v1::BackupResponse response;
-      response.set_path(path);
-      *response.mutable_manifest() = std::move(*manifest);
-      response.set_duration_ms(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                   std::chrono::steady_clock::now() - began)
-                                   .count());
-      result = std::move(response);
-    }
-    return
-        [shared, result = std::move(result)]() mutable { std::move (*shared)(std::move(result)); };
-  });
-  if (!started) {
-    std::move (*shared)(absl::AbortedError("a backup is running already: try again when it ends"));
-  }
+  Launch<::admin::v1::BackupResponse>(
+      backup_, "a backup", std::move(done),
+      [this, path]() -> absl::StatusOr<::admin::v1::BackupResponse> {
+        const auto began = std::chrono::steady_clock::now();
+        std::error_code ec;
+        std::filesystem::create_directories(options_.backup_dir, ec);
+        auto manifest = WriteBackup(store_, path, clock_.NowMillis());
+        if (!manifest.ok()) return manifest.status();
+        ::admin::v1::BackupResponse response;
+        response.set_path(path);
+        *response.mutable_manifest() = std::move(*manifest);
+        response.set_duration_ms(MillisSince(began));
+        return response;
+      });
 }
 
 void StoreOperations::Replay(const ::admin::v1::ReplayRequest& request,
@@ -115,31 +122,21 @@ void StoreOperations::Replay(const ::admin::v1::ReplayRequest& request,
   r.topic = request.topic();
   r.max_records_per_second =
       request.max_records_per_second() == 0 ? 10000 : request.max_records_per_second();
-  auto shared = std::make_shared<Done<::admin::v1::ReplayResponse>>(std::move(done));
-  const bool started = Start(replay_, [this, r, shared]() -> Answer {
-    const auto began = std::chrono::steady_clock::now();
-    absl::StatusOr<::admin::v1::ReplayResponse> answer;
-    auto result = relay_->Replay(r);
-    if (!result.ok()) {
-      answer = result.status();
-    } else {
-      ::admin::v1::ReplayResponse response;
-      response.set_first_sequence(result->first_sequence);
-      response.set_last_sequence(result->last_sequence);
-      response.set_records_sent(result->records_sent);
-      response.set_records_delivered(result->records_delivered);
-      response.set_skipped_other_topics(result->skipped_other_topics);
-      response.set_duration_ms(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                   std::chrono::steady_clock::now() - began)
-                                   .count());
-      answer = std::move(response);
-    }
-    return
-        [shared, answer = std::move(answer)]() mutable { std::move (*shared)(std::move(answer)); };
-  });
-  if (!started) {
-    std::move (*shared)(absl::AbortedError("a replay is running already: try again when it ends"));
-  }
+  Launch<::admin::v1::ReplayResponse>(
+      replay_, "a replay", std::move(done),
+      [this, r]() -> absl::StatusOr<::admin::v1::ReplayResponse> {
+        const auto began = std::chrono::steady_clock::now();
+        auto result = relay_->Replay(r);
+        if (!result.ok()) return result.status();
+        ::admin::v1::ReplayResponse response;
+        response.set_first_sequence(result->first_sequence);
+        response.set_last_sequence(result->last_sequence);
+        response.set_records_sent(result->records_sent);
+        response.set_records_delivered(result->records_delivered);
+        response.set_skipped_other_topics(result->skipped_other_topics);
+        response.set_duration_ms(MillisSince(began));
+        return response;
+      });
 }
 
 AuditStats StoreOperations::audit_stats() const {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "absl/functional/any_invocable.h"
@@ -65,8 +66,13 @@ class StoreOperations {
   // The work returns how to answer, which runs once the slot is free again.
   using Answer = absl::AnyInvocable<void() &&>;
   using Work = absl::AnyInvocable<Answer() &&>;
-  // False (and ABORTED to the caller) when the slot's operation is already running.
+  // False when the slot's operation is already running.
   bool Start(Slot& slot, Work work);
+  // Runs `work` on the slot's thread and answers `done` with its result once the slot is
+  // free again; ABORTED ("<what> is running already") when the slot is busy.
+  template <class Resp>
+  void Launch(Slot& slot, std::string_view what, Done<Resp> done,
+              absl::AnyInvocable<absl::StatusOr<Resp>() &&> work);
 
   storage::Store& store_;
   const core::Clock& clock_;
