@@ -2,8 +2,10 @@
 
 #include <optional>
 
+#include "events/v1/events.pb.h"
 #include "fmt/format.h"
 #include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/util/time_util.h"
 #include "google/protobuf/wire_format_lite.h"
 
 namespace feed::bridge::internal {
@@ -106,6 +108,22 @@ absl::StatusOr<std::optional<uint64_t>> FirstJournalSequence(const storage::Read
   if (!s.ok()) return s;
   if (!error.ok()) return error;
   return first;
+}
+
+absl::StatusOr<std::optional<int64_t>> FirstEventTime(const storage::ReadView& view,
+                                                      uint64_t from) {
+  std::optional<int64_t> at;
+  JournalVisitor first;
+  first.event = [&](uint64_t, std::string_view bytes) {
+    events::v1::Event e;
+    if (e.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+      at = google::protobuf::util::TimeUtil::TimestampToMilliseconds(e.occurred_at());
+    }
+    return false;
+  };
+  first.corrupt = [](uint64_t, std::string_view) { return true; };
+  if (absl::Status s = ReadJournal(view, from, first); !s.ok()) return s;
+  return at;
 }
 
 }  // namespace feed::bridge::internal

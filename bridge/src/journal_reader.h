@@ -24,6 +24,10 @@ struct JournalVisitor {
 absl::Status ReadJournal(const storage::ReadView& view, uint64_t from,
                          const JournalVisitor& visitor);
 
+// The commit time (ms since the epoch) of the first event with sequence >= from; nothing when
+// there is none or it does not parse as an events.v1.Event.
+absl::StatusOr<std::optional<int64_t>> FirstEventTime(const storage::ReadView& view, uint64_t from);
+
 // The first sequence of the first journal entry, if any.
 absl::StatusOr<std::optional<uint64_t>> FirstJournalSequence(const storage::ReadView& view);
 

@@ -40,7 +40,6 @@
 #include "common/log_rate_limit.h"
 #include "events/v1/events.pb.h"
 #include "fmt/format.h"
-#include "google/protobuf/util/time_util.h"
 #include "journal_reader.h"
 #include "kafka_handles.h"
 #include "logging.h"
@@ -900,25 +899,15 @@ void RelayImpl::CheckTail() {
   }
   // The commit time of the first event to send: every record of it and of the later ones is
   // timestamped at or after it (minus the margin, for a wall clock that stepped back).
-  int64_t first_ms = -1;
-  internal::JournalVisitor first;
-  first.event = [&](uint64_t, std::string_view bytes) {
-    events::v1::Event e;
-    if (e.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
-      first_ms = google::protobuf::util::TimeUtil::TimestampToMilliseconds(e.occurred_at());
-    }
-    return false;
-  };
-  first.corrupt = [](uint64_t, std::string_view) { return true; };
-  absl::Status read = internal::ReadJournal(store_, window_.next_read(), first);
-  if (read.ok() && first_ms < 0) {
+  auto first_ms = internal::FirstEventTime(store_, window_.next_read());
+  if (first_ms.ok() && !first_ms->has_value()) {
     tail_checked_ = true;  // nothing to send yet: nothing can be in Kafka either
     return;
   }
   const auto began = SteadyClock::now();
   absl::StatusOr<internal::TailCheckResult> found = absl::UnknownError("not read");
-  if (!read.ok()) {
-    found = read;
+  if (!first_ms.ok()) {
+    found = first_ms.status();
   } else {
     auto conf = ClientConf(/*producer=*/false);
     if (!conf.ok()) {
@@ -932,7 +921,7 @@ void RelayImpl::CheckTail() {
           request.topics.push_back(n);
         }
       }
-      request.since_ms = std::max<int64_t>(0, first_ms - options_.tail_check_margin_ms);
+      request.since_ms = std::max<int64_t>(0, **first_ms - options_.tail_check_margin_ms);
       request.timeout_ms = options_.tail_check_timeout_ms;
       found = internal::ReadDeliveredIds(std::move(request));
     }
@@ -1275,16 +1264,8 @@ RelayStats RelayImpl::stats() const {
   if (s.outbox_depth > 0) {
     int64_t oldest = oldest_unacked_ms_.load(std::memory_order_relaxed);
     if (oldest == 0) {
-      internal::JournalVisitor first;
-      first.event = [&](uint64_t, std::string_view bytes) {
-        events::v1::Event e;
-        if (e.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
-          oldest = google::protobuf::util::TimeUtil::TimestampToMilliseconds(e.occurred_at());
-        }
-        return false;
-      };
-      first.corrupt = [](uint64_t, std::string_view) { return true; };
-      (void)internal::ReadJournal(store_, cursor, first);
+      auto first = internal::FirstEventTime(store_, cursor);
+      if (first.ok() && first->has_value()) oldest = **first;
     }
     if (oldest > 0) s.oldest_undelivered_age_ms = std::max<int64_t>(0, WallMillis() - oldest);
   }

@@ -88,6 +88,17 @@ class RelayTest : public ::testing::Test {
     if (!dir_.empty()) std::filesystem::remove_all(dir_);
   }
 
+  // The topics deleted and created again, empty, once every partition answers: a record
+  // produced while the broker still settles the deletion can land in the old topic and be lost
+  // with it (seen once: 58 of 60 replayed records readable).
+  void RecreateTopics() {
+    test::DeleteTopics(options_.brokers, Topics());
+    ASSERT_TRUE(test::CreateTopics(options_.brokers, Topics(), options_.partitions));
+    TopicReader reader(options_.brokers, Topics(), options_.partitions);
+    ASSERT_TRUE(WaitFor([&] { return reader.StoredRecords() == 0; }, 10s));
+    std::this_thread::sleep_for(1s);
+  }
+
   std::vector<std::string> Topics() const {
     return {options_.stock_topic, options_.order_status_topic, options_.receipt_topic};
   }
@@ -387,8 +398,7 @@ TEST_F(RelayTest, SendsAgainOnlyTheEventsTheTopicsDoNotHold) {
   EXPECT_EQ(sum.duplicates, 60u);
 
   // Topics emptied (deleted and created again): nothing is found, so nothing is skipped.
-  test::DeleteTopics(options_.brokers, Topics());
-  ASSERT_TRUE(test::CreateTopics(options_.brokers, Topics(), options_.partitions));
+  RecreateTopics();
   rewind_cursor();
   deliver(options_);
   EXPECT_EQ(last_skipped_, 0u);
@@ -408,8 +418,7 @@ TEST_F(RelayTest, ReplayRepublishesTheKeptEventsWithTheirIds) {
   relay_->Start();
   relay_->Notify();
   ASSERT_TRUE(WaitDrained(*relay_, 60s)) << StatsString(relay_->stats());
-  test::DeleteTopics(options_.brokers, Topics());
-  ASSERT_TRUE(test::CreateTopics(options_.brokers, Topics(), options_.partitions));
+  RecreateTopics();
 
   ReplayRequest request;
   request.from_sequence = 1;
