@@ -32,32 +32,28 @@ Level ToLevel(const StockLevel& p) {
 absl::StatusOr<WriterState::Recovered> WriterState::Recover() {
   const auto started = std::chrono::steady_clock::now();
   Recovered r;
-  if (absl::Status s = RecoverMeta(&r.checkpoint_sequence, true); !s.ok()) return s;
-  if (absl::Status s = LoadTables(); !s.ok()) return s;
-  const int64_t tables_ms = MillisSince(started);
-  auto replayed = ReplayJournal(r.checkpoint_sequence);
-  if (!replayed.ok()) return replayed.status();
-  r.replayed_entries = *replayed;
+  if (absl::Status s = LoadState(&r, /*write_meta=*/true); !s.ok()) return s;
   if (absl::Status s = CheckInvariants(); !s.ok()) return s;
   if (!stale_available_.empty()) {
     CoreLogger()->warn("{} stored levels had a stale available field (recomputed), e.g. '{}'",
                        stale_available_.size(), stale_available_.front().key);
     stale_available_.clear();
   }
-  stat_holds_ = holds_.size();
-  stat_levels_ = levels_.size();
-  r.last_sequence = next_sequence_ - 1;
   CoreLogger()->info(
       "recovered {} stock levels, {} open holds, next sequence {}, store id {} in {} ms (tables "
       "as of sequence {} read in {} ms, then {} journal entries replayed)",
       levels_.size(), holds_.size(), next_sequence_, store_id_, MillisSince(started),
-      r.checkpoint_sequence, tables_ms, r.replayed_entries);
+      r.checkpoint_sequence, r.tables_ms, r.replayed_entries);
   return r;
 }
 
-absl::Status WriterState::Load(Recovered* out) {
-  if (absl::Status s = RecoverMeta(&out->checkpoint_sequence, false); !s.ok()) return s;
+absl::Status WriterState::Load(Recovered* out) { return LoadState(out, /*write_meta=*/false); }
+
+absl::Status WriterState::LoadState(Recovered* out, bool write_meta) {
+  const auto started = std::chrono::steady_clock::now();
+  if (absl::Status s = RecoverMeta(&out->checkpoint_sequence, write_meta); !s.ok()) return s;
   if (absl::Status s = LoadTables(); !s.ok()) return s;
+  out->tables_ms = MillisSince(started);
   auto replayed = ReplayJournal(out->checkpoint_sequence);
   if (!replayed.ok()) return replayed.status();
   out->replayed_entries = *replayed;

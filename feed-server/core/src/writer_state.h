@@ -61,6 +61,7 @@ class WriterState {
     uint64_t last_sequence = 0;        // the last committed sequence
     uint64_t checkpoint_sequence = 0;  // what the tables include
     size_t replayed_entries = 0;
+    int64_t tables_ms = 0;  // reading the tables took
   };
   absl::StatusOr<Recovered> Recover();
 
@@ -113,6 +114,8 @@ class WriterState {
   events::v1::Event* NewEvent(Batch& b, std::string_view type, std::string_view key);
   // Recovery: the store's meta (store id, format, sequences), its levels and open holds, the
   // journal after the checkpoint, the indexes and the invariants.
+  // Recover and Load without the checks: meta, the tables, the journal after the checkpoint.
+  absl::Status LoadState(Recovered* out, bool write_meta);
   // `write`: a new store gets its id and format record (Recover); an audit writes nothing.
   absl::Status RecoverMeta(uint64_t* checkpoint_sequence, bool write);
   absl::Status LoadTables();
