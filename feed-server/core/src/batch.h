@@ -15,6 +15,7 @@
 #include "inventory/v1/inventory.pb.h"
 #include "mutation_log.h"
 #include "order/v1/order.pb.h"
+#include "records.h"
 #include "storage/store.h"
 
 namespace feed::core {
@@ -46,7 +47,8 @@ struct Batch {
   std::shared_ptr<google::protobuf::Arena> arena;
   size_t expected_events = 1;  // sizes the arena's first block
   std::vector<std::shared_ptr<events::v1::Event>> events;
-  absl::flat_hash_set<std::string> dirty_levels;
+  // The writer's levels this batch changed (entries of WriterState::levels_, which stay put).
+  absl::flat_hash_set<const LevelEntry*> dirty_levels;
   // Overlays: what earlier commands of this batch wrote, not yet visible in the store.
   absl::flat_hash_map<std::string, order::v1::Order> orders;
   absl::flat_hash_set<std::string> dirty_orders;

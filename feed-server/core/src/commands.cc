@@ -31,9 +31,10 @@ absl::Status WriterState::DoAdjust(inventory::v1::AdjustStockRequest& r, Batch& 
         "reserved {}",
         r.sku(), r.location(), on_hand, current.reserved));
   }
-  Level& level = levels_[key];
-  level.allow_backorder = backorder;
-  ChangeLevel(b, key, level,
+  LevelEntry& entry = LevelAt(key);
+  const Level& level = entry.second;
+  entry.second.allow_backorder = backorder;
+  ChangeLevel(b, entry,
               LevelChange{.delta_on_hand = on_hand - current.on_hand,
                           .cause = events::v1::STOCK_CHANGE_CAUSE_ADJUST,
                           .reason = r.reason()},
@@ -44,7 +45,7 @@ absl::Status WriterState::DoAdjust(inventory::v1::AdjustStockRequest& r, Batch& 
 
 absl::Status WriterState::DoReserve(inventory::v1::ReserveRequest& r, Batch& b,
                                     inventory::v1::ReserveResponse& out) {
-  const std::vector<AggregatedLine> lines = Aggregate(r.lines());
+  AggregatedLines lines = Aggregate(r.lines());
   if (auto s = CheckQuantities(lines); !s.ok()) return s;
   if (auto s = CheckAvailable(lines, "lines"); !s.ok()) return s;
   std::string id = r.reservation_id();
@@ -106,7 +107,7 @@ absl::Status WriterState::DoCreateOrder(order::v1::CreateOrderRequest& r, Batch&
     l->set_quantity(1);
   }
   for (const auto& line : r.lines()) *all.Add() = line;
-  const std::vector<AggregatedLine> lines = Aggregate(all);
+  AggregatedLines lines = Aggregate(all);
   if (auto s = CheckQuantities(lines); !s.ok()) return s;
   if (auto s = CheckAvailable(lines, r.item_ids().empty() ? "lines" : "items"); !s.ok()) return s;
 
@@ -121,8 +122,8 @@ absl::Status WriterState::DoCreateOrder(order::v1::CreateOrderRequest& r, Batch&
   order.set_customer_id(r.customer_id());
   for (const auto& line : lines) {
     auto* l = order.add_lines();
-    l->set_sku(line.sku);
-    l->set_location(line.location);
+    l->set_sku(line.sku.data(), line.sku.size());
+    l->set_location(line.location.data(), line.location.size());
     l->set_quantity(line.quantity);
   }
   order.set_total_amount(r.total_amount());
@@ -215,8 +216,7 @@ absl::Status WriterState::DoCancelOrder(order::v1::CancelOrderRequest& r, Batch&
     case order::v1::ORDER_STATUS_PACKING:
       // The units left on_hand at payment; they come back.
       for (const auto& line : order.lines()) {
-        std::string key = LevelKey(line.sku(), line.location());
-        ChangeLevel(b, key, levels_[key],
+        ChangeLevel(b, LevelAt(LevelKey(line.sku(), line.location())),
                     LevelChange{.delta_on_hand = line.quantity(),
                                 .cause = events::v1::STOCK_CHANGE_CAUSE_RESTOCK,
                                 .reservation_id = order.reservation_id(),

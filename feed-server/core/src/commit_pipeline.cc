@@ -246,11 +246,15 @@ void CommitPipeline::Complete(const std::vector<BatchPtr>& batches) {
     Batch& b = *batch;
     if (!b.commit_status.ok()) {
       for (auto& c : b.commands) c->Fail(b.commit_status);
+      b.commands.clear();
       continue;
     }
     commands_completed_.fetch_add(b.commands.size(), std::memory_order_relaxed);
     events_completed_.fetch_add(b.events.size(), std::memory_order_relaxed);
     for (auto& c : b.commands) c->Complete();
+    // Freed here rather than with the batch, which the writer drops: the requests are the
+    // batch's largest part, and the writer is the stage every command waits for.
+    b.commands.clear();
     events.insert(events.end(), b.events.begin(), b.events.end());
   }
   if (!events.empty()) publish_.Push(std::move(events));

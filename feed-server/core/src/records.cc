@@ -6,8 +6,8 @@ namespace feed::core {
 
 void FillLevel(std::string_view key, const Level& l, inventory::v1::StockLevel* out) {
   auto [sku, location] = SplitLevelKey(key);
-  out->set_sku(std::string(sku));
-  out->set_location(std::string(location));
+  out->set_sku(sku.data(), sku.size());
+  out->set_location(location.data(), location.size());
   out->set_on_hand(l.on_hand);
   out->set_reserved(l.reserved);
   out->set_available(l.on_hand - l.reserved);
@@ -28,8 +28,8 @@ void FillReservation(const OpenHold& hold, inventory::v1::Reservation* out) {
   for (const auto& line : hold.second.lines) {
     auto [sku, location] = SplitLevelKey(line.level_key);
     auto* l = out->add_lines();
-    l->set_sku(std::string(sku));
-    if (!location.empty()) l->set_location(std::string(location));
+    l->set_sku(sku.data(), sku.size());
+    if (!location.empty()) l->set_location(location.data(), location.size());
     l->set_quantity(line.quantity);
   }
 }
@@ -49,8 +49,8 @@ bool ToHold(const inventory::v1::Reservation& r, Hold* out) {
 }
 
 template <class LineT>
-std::vector<AggregatedLine> Aggregate(const google::protobuf::RepeatedPtrField<LineT>& lines) {
-  std::vector<AggregatedLine> out;
+AggregatedLines Aggregate(const google::protobuf::RepeatedPtrField<LineT>& lines) {
+  AggregatedLines out;
   for (int i = 0; i < lines.size(); ++i) {
     std::string key = LevelKey(lines[i].sku(), lines[i].location());
     bool merged = false;
@@ -67,10 +67,8 @@ std::vector<AggregatedLine> Aggregate(const google::protobuf::RepeatedPtrField<L
   }
   return out;
 }
-template std::vector<AggregatedLine> Aggregate(
-    const google::protobuf::RepeatedPtrField<inventory::v1::Line>&);
-template std::vector<AggregatedLine> Aggregate(
-    const google::protobuf::RepeatedPtrField<order::v1::OrderLine>&);
+template AggregatedLines Aggregate(const google::protobuf::RepeatedPtrField<inventory::v1::Line>&);
+template AggregatedLines Aggregate(const google::protobuf::RepeatedPtrField<order::v1::OrderLine>&);
 
 std::string_view ReservationStateName(inventory::v1::ReservationState s) {
   switch (s) {

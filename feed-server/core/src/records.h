@@ -30,6 +30,9 @@ struct Level {
 // `level` (stored under `key` = LevelKey(sku, location)) as the API's StockLevel.
 void FillLevel(std::string_view key, const Level& level, inventory::v1::StockLevel* out);
 
+// An entry of the writer's levels: {LevelKey(sku, location), level}.
+using LevelEntry = std::pair<const std::string, Level>;
+
 struct HoldLine {
   std::string level_key;  // LevelKey(sku, location)
   int64_t quantity = 0;
@@ -53,17 +56,20 @@ void FillReservation(const OpenHold& hold, inventory::v1::Reservation* out);
 // The inverse, for recovery; false if `r` is not a HELD reservation.
 bool ToHold(const inventory::v1::Reservation& r, Hold* out);
 
-// Lines naming the same level summed, in order of first appearance.
+// Lines naming the same level summed, in order of first appearance. `sku` and `location`
+// view the request's lines, which outlive the command's handler.
 struct AggregatedLine {
-  std::string key;
-  std::string sku;
-  std::string location;
+  std::string key;  // LevelKey(sku, location); a new hold takes it over
+  std::string_view sku;
+  std::string_view location;
   int64_t quantity;
   int first_index;  // the line's index in the request, so that errors name what was sent
 };
+// Most requests have one or two lines: those stay off the heap.
+using AggregatedLines = absl::InlinedVector<AggregatedLine, 2>;
 
 template <class LineT>
-std::vector<AggregatedLine> Aggregate(const google::protobuf::RepeatedPtrField<LineT>& lines);
+AggregatedLines Aggregate(const google::protobuf::RepeatedPtrField<LineT>& lines);
 
 std::string_view ReservationStateName(inventory::v1::ReservationState state);
 

@@ -35,9 +35,9 @@ BatchPtr WriterState::Apply(std::vector<std::unique_ptr<Command>>& commands, boo
     DoExpire(b, ignored);
   }
   MutationLog& log = *b.mutations;
-  for (const auto& key : b.dirty_levels) {
-    FillLevel(key, levels_[key], &level_buffer_);
-    log.PutMessage(Table::kStock, key, level_buffer_);
+  for (const LevelEntry* level : b.dirty_levels) {
+    FillLevel(level->first, level->second, &level_buffer_);
+    log.PutMessage(Table::kStock, level->first, level_buffer_);
   }
   for (const auto& id : b.dirty_orders) log.PutMessage(Table::kOrders, id, b.orders[id]);
   if (!b.events.empty()) {
@@ -83,8 +83,15 @@ Event* WriterState::NewEvent(Batch& b, std::string_view type, std::string_view k
   return e.get();
 }
 
-void WriterState::ChangeLevel(Batch& b, const std::string& key, Level& level,
-                              const LevelChange& change, StockLevel* out) {
+LevelEntry& WriterState::LevelAt(std::string_view key) {
+  // absl's own string_view: the heterogeneous lookup, no std::string unless it is new.
+  return *levels_.try_emplace(absl::string_view(key.data(), key.size())).first;
+}
+
+void WriterState::ChangeLevel(Batch& b, LevelEntry& entry, const LevelChange& change,
+                              StockLevel* out) {
+  const std::string& key = entry.first;
+  Level& level = entry.second;
   auto [sku, location] = SplitLevelKey(key);
   Event* e = NewEvent(b, event_types::kStockChanged, sku);
   level.on_hand += change.delta_on_hand;
@@ -92,7 +99,7 @@ void WriterState::ChangeLevel(Batch& b, const std::string& key, Level& level,
   level.version += 1;
   level.updated_at_ms = b.now_ms;
   level.sequence = e->sequence();
-  b.dirty_levels.insert(key);
+  b.dirty_levels.insert(&entry);
   auto* changed = e->mutable_stock_changed();
   FillLevel(key, level, changed->mutable_level());
   changed->set_delta_on_hand(change.delta_on_hand);
@@ -107,7 +114,7 @@ void WriterState::ChangeLevel(Batch& b, const std::string& key, Level& level,
   if (out) *out = changed->level();
 }
 
-absl::Status WriterState::CheckQuantities(const std::vector<AggregatedLine>& lines) const {
+absl::Status WriterState::CheckQuantities(const AggregatedLines& lines) const {
   for (const auto& line : lines) {
     if (line.quantity > options_.limits.max_quantity) {
       return absl::InvalidArgumentError(fmt::format("lines: total quantity for sku '{}' exceeds {}",
@@ -117,7 +124,7 @@ absl::Status WriterState::CheckQuantities(const std::vector<AggregatedLine>& lin
   return absl::OkStatus();
 }
 
-absl::Status WriterState::CheckAvailable(const std::vector<AggregatedLine>& lines,
+absl::Status WriterState::CheckAvailable(const AggregatedLines& lines,
                                          std::string_view field) const {
   for (const auto& line : lines) {
     auto it = levels_.find(line.key);
@@ -176,8 +183,8 @@ absl::Status WriterState::CheckReservationIdFree(Batch& b, const std::string& id
 }
 
 absl::StatusOr<OpenHold*> WriterState::HoldLines(
-    Batch& b, const std::vector<AggregatedLine>& lines, std::string id, const std::string& order_id,
-    int64_t ttl_ms, bool owned_by_order, google::protobuf::RepeatedPtrField<StockLevel>* levels) {
+    Batch& b, AggregatedLines& lines, std::string id, const std::string& order_id, int64_t ttl_ms,
+    bool owned_by_order, google::protobuf::RepeatedPtrField<StockLevel>* levels) {
   auto [it, inserted] = holds_.try_emplace(std::move(id));
   if (!inserted) {
     // Never expected (client ids are checked, generated ones carry a fresh sequence), but
@@ -192,9 +199,10 @@ absl::StatusOr<OpenHold*> WriterState::HoldLines(
   h.expires_at_ms = b.now_ms + (ttl_ms > 0 ? ttl_ms : options_.default_hold_ttl_ms);
   h.owned_by_order = owned_by_order;
   h.lines.reserve(lines.size());
-  for (const auto& line : lines) {
-    h.lines.push_back({line.key, line.quantity});
-    ChangeLevel(b, line.key, levels_[line.key],
+  for (auto& line : lines) {
+    LevelEntry& level = LevelAt(line.key);
+    h.lines.push_back({std::move(line.key), line.quantity});
+    ChangeLevel(b, level,
                 LevelChange{.delta_reserved = line.quantity,
                             .cause = events::v1::STOCK_CHANGE_CAUSE_RESERVE,
                             .reservation_id = hold.first,
@@ -231,7 +239,7 @@ Reservation WriterState::CloseHold(Batch& b, OpenHold& hold, inventory::v1::Rese
                                    google::protobuf::RepeatedPtrField<StockLevel>* levels) {
   const bool commit = state == inventory::v1::RESERVATION_STATE_COMMITTED;
   for (const auto& line : hold.second.lines) {
-    ChangeLevel(b, line.level_key, levels_[line.level_key],
+    ChangeLevel(b, LevelAt(line.level_key),
                 LevelChange{.delta_on_hand = commit ? -line.quantity : 0,
                             .delta_reserved = -line.quantity,
                             .cause = cause,

@@ -124,19 +124,19 @@ class WriterState {
   // A stored level record whose derived `available` disagrees (what LoadTables and
   // ReplayJournal saw; recovery recomputes the field, an audit reports it).
   void NoteStoredLevel(std::string_view key, const inventory::v1::StockLevel& record);
-  void ChangeLevel(Batch& b, const std::string& key, Level& level, const LevelChange& change,
+  // The entry of `key` in levels_ (a new, empty level if there is none).
+  LevelEntry& LevelAt(std::string_view key);
+  void ChangeLevel(Batch& b, LevelEntry& level, const LevelChange& change,
                    inventory::v1::StockLevel* out);
-  absl::Status CheckQuantities(const std::vector<AggregatedLine>& lines) const;
-  absl::Status CheckAvailable(const std::vector<AggregatedLine>& lines,
-                              std::string_view field) const;
+  absl::Status CheckQuantities(const AggregatedLines& lines) const;
+  absl::Status CheckAvailable(const AggregatedLines& lines, std::string_view field) const;
   absl::Status CheckCommittable(const OpenHold& hold) const;
   absl::Status CheckReservationIdFree(Batch& b, const std::string& id);
   // Places a new hold under `id`, which the caller has found free; an id in use fails
-  // (INTERNAL) before anything changes.
+  // (INTERNAL) before anything changes. The hold takes the lines' keys over.
   absl::StatusOr<OpenHold*> HoldLines(
-      Batch& b, const std::vector<AggregatedLine>& lines, std::string id,
-      const std::string& order_id, int64_t ttl_ms, bool owned_by_order,
-      google::protobuf::RepeatedPtrField<inventory::v1::StockLevel>* levels);
+      Batch& b, AggregatedLines& lines, std::string id, const std::string& order_id, int64_t ttl_ms,
+      bool owned_by_order, google::protobuf::RepeatedPtrField<inventory::v1::StockLevel>* levels);
   absl::StatusOr<OpenHold*> FindOpenHold(Batch& b, const std::string& id);
   inventory::v1::Reservation CloseHold(
       Batch& b, OpenHold& hold, inventory::v1::ReservationState state,
@@ -166,7 +166,9 @@ class WriterState {
   const Clock& clock_;
   const CoreOptions& options_;
 
-  absl::flat_hash_map<std::string, Level> levels_;
+  // node_hash_map: a level's entry stays where it is (levels are never erased), so a batch
+  // marks the levels it changed by address (Batch::dirty_levels).
+  absl::node_hash_map<std::string, Level> levels_;
   // node_hash_map: references stay valid across inserts and erases of other holds, so the
   // expiry index (and recovery's sums) can view the ids and level keys inside the nodes.
   absl::node_hash_map<std::string, Hold> holds_;
