@@ -52,7 +52,8 @@ struct Batch {
   // Overlays: what earlier commands of this batch wrote, not yet visible in the store.
   absl::flat_hash_map<std::string, order::v1::Order> orders;
   absl::flat_hash_set<std::string> dirty_orders;
-  absl::flat_hash_map<std::string, internal::v1::IdempotencyRecord> idempotency;
+  // Idempotency keys recorded by this batch: the index of the record's put in `mutations`.
+  absl::flat_hash_map<std::string, uint32_t> idempotency;
   absl::flat_hash_map<std::string, inventory::v1::Reservation> closed;
   int64_t now_ms = 0;
   // The actor of the command being applied (CallContext::actor): set on each event it writes.

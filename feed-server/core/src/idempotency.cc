@@ -41,19 +41,25 @@ uint64_t HashRequest(std::string_view method, const google::protobuf::MessageLit
 
 absl::StatusOr<std::optional<internal::v1::IdempotencyRecord>> WriterState::FindIdempotency(
     Batch& b, const std::string& key) {
-  const internal::v1::IdempotencyRecord* overlaid =
-      FindInOverlays(b, [&](Batch& batch) -> const internal::v1::IdempotencyRecord* {
-        auto it = batch.idempotency.find(key);
-        return it == batch.idempotency.end() ? nullptr : &it->second;
-      });
-  if (overlaid != nullptr) return *overlaid;
-  auto stored = overlay_.Get(storage::Table::kIdempotency, key);
-  if (!stored.ok()) return stored.status();
-  if (!stored->has_value()) return std::optional<internal::v1::IdempotencyRecord>();
+  // A record of this batch or of one still being committed: the value of its put.
+  std::string_view value;
+  const Batch* overlaid = FindInOverlays(b, [&](Batch& batch) -> const Batch* {
+    auto it = batch.idempotency.find(key);
+    if (it == batch.idempotency.end()) return nullptr;
+    value = batch.mutations->value(batch.mutations->ops()[it->second]);
+    return &batch;
+  });
+  absl::StatusOr<std::optional<std::string>> stored;
+  if (overlaid == nullptr) {
+    stored = overlay_.Get(storage::Table::kIdempotency, key);
+    if (!stored.ok()) return stored.status();
+    if (!stored->has_value()) return std::optional<internal::v1::IdempotencyRecord>();
+    value = **stored;
+  }
   int64_t created_at_ms = 0;
   std::string_view payload;
   internal::v1::IdempotencyRecord record;
-  if (!storage::DecodeTimestamped(**stored, &created_at_ms, &payload) ||
+  if (!storage::DecodeTimestamped(value, &created_at_ms, &payload) ||
       !record.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
     return absl::DataLossError(fmt::format("idempotency record for key '{}' is corrupt", key));
   }

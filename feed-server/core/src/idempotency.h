@@ -60,14 +60,16 @@ absl::StatusOr<Resp> WriterState::RunIdempotent(std::string_view method, uint64_
   Resp response;
   if (absl::Status s = (this->*handler)(request, b, response); !s.ok()) return s;
   if (!key.empty()) {
-    internal::v1::IdempotencyRecord record;
-    record.set_method(std::string(method));
+    // A reused message keeps its strings' capacity; the batch's overlay finds the record in
+    // the mutation log (FindIdempotency) rather than keeping a copy.
+    internal::v1::IdempotencyRecord& record = idempotency_buffer_;
+    record.set_method(method.data(), method.size());
     record.set_fingerprint(fingerprint);
     response.SerializeToString(record.mutable_response());
     record.set_created_at_ms(b.now_ms);
+    b.idempotency[key] = static_cast<uint32_t>(b.mutations->ops().size());
     b.mutations->PutMessage(storage::Table::kIdempotency, key, record,
                             storage::EncodeTimestamped(b.now_ms, {}));
-    b.idempotency[key] = std::move(record);
   }
   return response;
 }

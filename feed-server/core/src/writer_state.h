@@ -186,6 +186,7 @@ class WriterState {
   std::string record_buffer_;
   inventory::v1::StockLevel level_buffer_;
   inventory::v1::Reservation reservation_buffer_;
+  internal::v1::IdempotencyRecord idempotency_buffer_;
 
   // Stored levels whose `available` field is off (NoteStoredLevel).
   struct StaleAvailable {

@@ -133,21 +133,22 @@ void Metrics::UnparseableRequest(std::string_view method) {
 }
 
 void Metrics::RecordCall(std::string_view method, absl::StatusCode code, double seconds) {
+  const size_t slot = std::min<size_t>(static_cast<size_t>(code), 16);
   CallMetrics m;
   {
     std::lock_guard lock(mu_);
-    auto key = std::make_pair(std::string(method), static_cast<int>(code));
-    auto it = by_method_code_.find(key);
-    if (it == by_method_code_.end()) {
+    auto it = by_method_code_.find(method);
+    if (it == by_method_code_.end()) it = by_method_code_.try_emplace(std::string(method)).first;
+    CallMetrics& found = it->second[slot];
+    if (found.calls == nullptr) {
       std::map<std::string, std::string> labels{{"method", std::string(method)},
                                                 {"code", absl::StatusCodeToString(code)}};
-      CallMetrics created{&calls_->Add(labels),
-                          &latency_->Add(labels, prometheus::Histogram::BucketBoundaries{
-                                                     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
-                                                     0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30})};
-      it = by_method_code_.emplace(std::move(key), created).first;
+      found = {&calls_->Add(labels),
+               &latency_->Add(labels, prometheus::Histogram::BucketBoundaries{
+                                          0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+                                          0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30})};
     }
-    m = it->second;
+    m = found;
   }
   m.calls->Increment();
   m.latency->Observe(seconds);

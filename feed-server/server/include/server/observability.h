@@ -1,6 +1,7 @@
 // Logging (spdlog, text or JSON) and Prometheus metrics (prometheus-cpp) of the server.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -59,11 +60,12 @@ class Metrics {
   prometheus::Family<prometheus::Counter>* unparseable_;
 
   struct CallMetrics {
-    prometheus::Counter* calls;
-    prometheus::Histogram* latency;
+    prometheus::Counter* calls = nullptr;
+    prometheus::Histogram* latency = nullptr;
   };
   std::mutex mu_;
-  std::map<std::pair<std::string, int>, CallMetrics, std::less<>> by_method_code_;
+  // Per method, per status code (0-16): found by the method's view, no string per call.
+  std::map<std::string, std::array<CallMetrics, 17>, std::less<>> by_method_code_;
   std::map<std::string, prometheus::Gauge*, std::less<>> streams_by_kind_;
   std::map<std::string, prometheus::Counter*, std::less<>> unparseable_by_method_;
 };
