@@ -51,8 +51,7 @@ absl::Status WriterState::DoReserve(inventory::v1::ReserveRequest& r, Batch& b,
   std::string id = r.reservation_id();
   if (id.empty()) {
     // Unique by construction: client ids may not use the "rsv-" prefix (validation.cc).
-    id =
-        fmt::format("{}{}-{}", kGeneratedReservationPrefix, store_id_.substr(0, 6), next_sequence_);
+    id = SequencedId(ReservationIdPrefix(), next_sequence_);
   } else if (auto s = CheckReservationIdFree(b, id); !s.ok()) {
     return s;
   }

@@ -3,6 +3,7 @@
 // startup and every Reserve makes one, and a message costs an allocation per string.
 #pragma once
 
+#include <charconv>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -49,6 +50,19 @@ struct Hold {
 
 // The map entry of an open hold: {reservation id, hold}.
 using OpenHold = std::pair<const std::string, Hold>;
+
+// "<prefix>-<sequence>", the shape of the ids the writer generates (events, reservations,
+// orders): formatted without fmt's format-string parsing, which is on the hot path here.
+inline std::string SequencedId(std::string_view prefix, uint64_t sequence) {
+  char digits[20];
+  const char* end = std::to_chars(digits, digits + sizeof digits, sequence).ptr;
+  std::string id;
+  id.reserve(prefix.size() + 1 + static_cast<size_t>(end - digits));
+  id.append(prefix);
+  id.push_back('-');
+  id.append(digits, static_cast<size_t>(end - digits));
+  return id;
+}
 
 // `out` becomes the HELD reservation record of `hold` (what kHolds stores, what Reserve
 // returns). Empty strings are left unset: setting one would allocate it.

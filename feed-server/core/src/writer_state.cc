@@ -6,7 +6,6 @@
 #include "core/history.h"
 #include "core/level_key.h"
 #include "core/validation.h"
-#include "google/protobuf/util/time_util.h"
 #include "journal.h"
 
 namespace feed::core {
@@ -70,13 +69,13 @@ Event* WriterState::NewEvent(Batch& b, std::string_view type, std::string_view k
   std::shared_ptr<Event> e(b.arena, google::protobuf::Arena::CreateMessage<Event>(b.arena.get()));
   const uint64_t seq = next_sequence_++;
   e->set_sequence(seq);
-  // Formatted on the stack and set from there: the event's strings live in the batch's arena,
-  // so no temporary std::string is made for them.
-  fmt::memory_buffer id;
-  fmt::format_to(std::back_inserter(id), "{}-{}", store_id_, seq);
-  e->set_event_id(id.data(), id.size());
+  // Moved in: the arena's string takes the buffer over.
+  e->set_event_id(SequencedId(store_id_, seq));
   e->set_type(type.data(), type.size());
-  *e->mutable_occurred_at() = google::protobuf::util::TimeUtil::MillisecondsToTimestamp(b.now_ms);
+  // Set in place (the clock's milliseconds are never negative): no temporary Timestamp.
+  auto* occurred_at = e->mutable_occurred_at();
+  occurred_at->set_seconds(b.now_ms / 1000);
+  occurred_at->set_nanos(static_cast<int32_t>(b.now_ms % 1000) * 1'000'000);
   e->set_key(key.data(), key.size());
   if (!b.actor.empty()) e->set_actor(b.actor.data(), b.actor.size());
   b.events.push_back(e);
@@ -214,6 +213,13 @@ absl::StatusOr<OpenHold*> WriterState::HoldLines(
   expiry_index_.emplace(h.expires_at_ms, hold.first);
   stat_reserved_.fetch_add(1, std::memory_order_relaxed);
   return &hold;
+}
+
+const std::string& WriterState::ReservationIdPrefix() {
+  if (reservation_id_prefix_.empty()) {
+    reservation_id_prefix_.append(kGeneratedReservationPrefix).append(store_id_.substr(0, 6));
+  }
+  return reservation_id_prefix_;
 }
 
 absl::StatusOr<OpenHold*> WriterState::FindOpenHold(Batch& b, const std::string& id) {

@@ -138,6 +138,9 @@ class WriterState {
       Batch& b, AggregatedLines& lines, std::string id, const std::string& order_id, int64_t ttl_ms,
       bool owned_by_order, google::protobuf::RepeatedPtrField<inventory::v1::StockLevel>* levels);
   absl::StatusOr<OpenHold*> FindOpenHold(Batch& b, const std::string& id);
+  // "rsv-" and the store id's first 6 characters: a generated reservation id is this, '-'
+  // and the sequence of its first event.
+  const std::string& ReservationIdPrefix();
   inventory::v1::Reservation CloseHold(
       Batch& b, OpenHold& hold, inventory::v1::ReservationState state,
       events::v1::StockChangeCause cause, const std::string& reason,
@@ -178,6 +181,7 @@ class WriterState {
   uint64_t next_sequence_ = 1;
   uint64_t next_batch_id_ = 1;
   std::string store_id_;
+  std::string reservation_id_prefix_;  // ReservationIdPrefix(), once the store id is known
   // Batches handed on and not yet known to be committed, oldest first: their overlays stay
   // visible to lookups until the store has their writes.
   std::deque<BatchPtr> uncommitted_;
