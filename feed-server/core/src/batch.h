@@ -32,6 +32,23 @@ struct Command {
   virtual void Fail(absl::Status status) = 0;
 };
 
+// A change of a stock level whose event the writer leaves to be built when the batch is
+// sealed (batch_seal.h), by whichever thread writes it: the writer, every command's one
+// stage, keeps only what the event needs. Text lives in Batch::pending_text.
+struct PendingStockChange {
+  size_t event_index = 0;  // its place in Batch::events
+  uint64_t sequence = 0;
+  const std::string* level_key = nullptr;  // a key of the writer's levels (never erased)
+  Level level;                             // as the change left it
+  int64_t delta_on_hand = 0;
+  int64_t delta_reserved = 0;
+  events::v1::StockChangeCause cause = events::v1::STOCK_CHANGE_CAUSE_UNSPECIFIED;
+  struct Text {
+    uint32_t at = 0, size = 0;
+  };
+  Text reservation_id, order_id, reason, actor;
+};
+
 // Everything a round of commands writes: its table changes and events, committed as one
 // journal entry (journal.h).
 struct Batch {
@@ -46,7 +63,10 @@ struct Batch {
   // EventPtr shares ownership of it, so it is freed when the last reader drops its events.
   std::shared_ptr<google::protobuf::Arena> arena;
   size_t expected_events = 1;  // sizes the arena's first block
+  // In sequence order; a pending stock change's slot stays empty until the batch is sealed.
   std::vector<std::shared_ptr<events::v1::Event>> events;
+  std::vector<PendingStockChange> pending_changes;
+  std::string pending_text;
   // The writer's levels this batch changed (entries of WriterState::levels_, which stay put).
   absl::flat_hash_set<const LevelEntry*> dirty_levels;
   // Overlays: what earlier commands of this batch wrote, not yet visible in the store.

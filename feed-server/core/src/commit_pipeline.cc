@@ -199,6 +199,9 @@ absl::Status CommitPipeline::Write(std::vector<BatchPtr>& batches) {
   for (const auto& b : batches) {
     if (!b->broken.ok()) return Fail(b->broken);
   }
+  if (stages_.seal) {
+    for (const auto& b : batches) stages_.seal(*b);
+  }
   size_t last_write = batches.size();
   for (size_t i = 0; i < batches.size(); ++i) {
     if (batches[i]->group->Count() > 0) last_write = i;

@@ -2,14 +2,15 @@
 // stages, each on its own thread, joined by bounded hand-offs.
 //
 //   callers ──Enqueue──▶ writer ──▶ committer ──▶ completer ──▶ publisher
-//            commands    apply      write + one    answer the    events to the
-//                        (Apply)    WAL sync for   callers, in   change feed
-//                                   all waiting    commit order  (Publish)
+//            commands    apply      seal, write   answer the    events to the
+//                        (Apply)    + one WAL     callers, in   change feed
+//                                   sync for all  commit order  (Publish)
 //
 // Threads (named for top -H, perf and gdb):
 //   feed-writer     Apply: the batch's commands against the writer's state; blocks only on
 //                   the commit hand-off when kMaxBatchesInFlight are being written.
-//   feed-committer  Store::Commit of every waiting batch (one journal entry each), the last one
+//   feed-committer  Stages::seal of every waiting batch (its stock events built, its journal
+//                   entry encoded: batch_seal.h), then Store::Commit of each, the last one
 //                   syncing the WAL; then Stages::committed (the overlay takes the records).
 //   feed-completer  each command's Complete (the callers' `done`), then hands the events on;
 //                   blocks when kMaxUnpublishedEvents wait for the publisher.
@@ -49,6 +50,9 @@ class CommitPipeline {
     // Writer thread: applies `commands` (and, when `sweep`, the expiry sweep) and returns
     // the batch to commit, which owns the commands.
     std::function<BatchPtr(std::vector<std::unique_ptr<Command>>& commands, bool sweep)> apply;
+    // The thread that writes it (committer, or writer when idle), before the commit: what the
+    // writer left for later (batch_seal.h), such as the journal entry.
+    std::function<void(Batch& batch)> seal;
     // The thread that wrote it (committer, or writer when idle), in commit order, before its
     // callers are answered: the batch is durable.
     std::function<void(const Batch& batch)> committed;

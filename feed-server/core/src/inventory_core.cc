@@ -3,6 +3,7 @@
 // contract, commit_pipeline.h for the threads, writer_state.h for the state they change.
 #include "core/inventory_core.h"
 
+#include "batch_seal.h"
 #include "checkpointer.h"
 #include "commit_pipeline.h"
 #include "core/history.h"
@@ -165,6 +166,7 @@ class InventoryCore::Impl {
                           [this](std::vector<std::unique_ptr<Command>>& commands, bool sweep) {
                             return writer_.Apply(commands, sweep, pipeline_.committed_batch());
                           },
+                      .seal = [this](Batch& b) { SealBatch(b, writer_.store_id()); },
                       .committed =
                           [this](const Batch& b) {
                             if (b.last_sequence == 0) return;

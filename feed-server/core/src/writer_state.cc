@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "batch_seal.h"
 #include "common/event_types.h"
 #include "core/history.h"
 #include "core/level_key.h"
@@ -40,9 +41,7 @@ BatchPtr WriterState::Apply(std::vector<std::unique_ptr<Command>>& commands, boo
   }
   for (const auto& id : b.dirty_orders) log.PutMessage(Table::kOrders, id, b.orders[id]);
   if (!b.events.empty()) {
-    b.last_sequence = b.events.back()->sequence();
-    EncodeJournalEntry(b.events, log, &record_buffer_);
-    b.group->Put(Table::kJournal, storage::EncodeSequence(b.last_sequence), record_buffer_);
+    b.last_sequence = next_sequence_ - 1;  // the journal entry goes in when it is sealed
   } else if (!log.empty()) {
     // Every change has its event (DESIGN section 3): a batch that changes a table without
     // one has no journal key. Refuse it rather than lose it; the pipeline stops (restart).
@@ -57,27 +56,7 @@ BatchPtr WriterState::Apply(std::vector<std::unique_ptr<Command>>& commands, boo
 }
 
 Event* WriterState::NewEvent(Batch& b, std::string_view type, std::string_view key) {
-  if (!b.arena) {
-    // Sized to the batch: the change feed retains events (and so their arenas) for resume,
-    // and a fixed 16 KB first block per one-command batch would hold 300 MB at 2,000
-    // updates/s (tests/reliability/slow_subscribers_test.cc).
-    google::protobuf::ArenaOptions options;
-    options.start_block_size = std::clamp<size_t>(b.expected_events * 400, 512, 64 << 10);
-    options.max_block_size = 64 << 10;
-    b.arena = std::make_shared<google::protobuf::Arena>(options);
-  }
-  std::shared_ptr<Event> e(b.arena, google::protobuf::Arena::CreateMessage<Event>(b.arena.get()));
-  const uint64_t seq = next_sequence_++;
-  e->set_sequence(seq);
-  // Moved in: the arena's string takes the buffer over.
-  e->set_event_id(SequencedId(store_id_, seq));
-  e->set_type(type.data(), type.size());
-  // Set in place (the clock's milliseconds are never negative): no temporary Timestamp.
-  auto* occurred_at = e->mutable_occurred_at();
-  occurred_at->set_seconds(b.now_ms / 1000);
-  occurred_at->set_nanos(static_cast<int32_t>(b.now_ms % 1000) * 1'000'000);
-  e->set_key(key.data(), key.size());
-  if (!b.actor.empty()) e->set_actor(b.actor.data(), b.actor.size());
+  std::shared_ptr<Event> e = NewBatchEvent(b, store_id_, next_sequence_++, type, key, b.actor);
   b.events.push_back(e);
   return e.get();
 }
@@ -89,28 +68,35 @@ LevelEntry& WriterState::LevelAt(std::string_view key) {
 
 void WriterState::ChangeLevel(Batch& b, LevelEntry& entry, const LevelChange& change,
                               StockLevel* out) {
-  const std::string& key = entry.first;
   Level& level = entry.second;
-  auto [sku, location] = SplitLevelKey(key);
-  Event* e = NewEvent(b, event_types::kStockChanged, sku);
+  const uint64_t sequence = next_sequence_++;
   level.on_hand += change.delta_on_hand;
   level.reserved += change.delta_reserved;
   level.version += 1;
   level.updated_at_ms = b.now_ms;
-  level.sequence = e->sequence();
+  level.sequence = sequence;
   b.dirty_levels.insert(&entry);
-  auto* changed = e->mutable_stock_changed();
-  FillLevel(key, level, changed->mutable_level());
-  changed->set_delta_on_hand(change.delta_on_hand);
-  changed->set_delta_reserved(change.delta_reserved);
-  changed->set_cause(change.cause);
-  auto set = [](std::string_view v, auto setter) {
-    if (!v.empty()) setter(v.data(), v.size());
+  // The event itself is built when the batch is sealed (batch_seal.h); its text is copied
+  // now, as a hold's id and the caller's strings may be gone by then.
+  auto text = [&b](std::string_view v) {
+    PendingStockChange::Text t{static_cast<uint32_t>(b.pending_text.size()),
+                               static_cast<uint32_t>(v.size())};
+    b.pending_text.append(v);
+    return t;
   };
-  set(change.reservation_id, [&](const char* d, size_t n) { changed->set_reservation_id(d, n); });
-  set(change.order_id, [&](const char* d, size_t n) { changed->set_order_id(d, n); });
-  set(change.reason, [&](const char* d, size_t n) { changed->set_reason(d, n); });
-  if (out) *out = changed->level();
+  b.pending_changes.push_back(PendingStockChange{.event_index = b.events.size(),
+                                                 .sequence = sequence,
+                                                 .level_key = &entry.first,
+                                                 .level = level,
+                                                 .delta_on_hand = change.delta_on_hand,
+                                                 .delta_reserved = change.delta_reserved,
+                                                 .cause = change.cause,
+                                                 .reservation_id = text(change.reservation_id),
+                                                 .order_id = text(change.order_id),
+                                                 .reason = text(change.reason),
+                                                 .actor = text(b.actor)});
+  b.events.emplace_back();  // the event's slot, filled by SealBatch
+  if (out) FillLevel(entry.first, level, out);
 }
 
 absl::Status WriterState::CheckQuantities(const AggregatedLines& lines) const {

@@ -105,6 +105,9 @@ class WriterState {
                              order::v1::OrderResponse& out);
   void DoExpire(Batch& b, ExpireResult& out);
 
+  // Set by recovery, then constant: any thread may read it once the pipeline runs.
+  const std::string& store_id() const { return store_id_; }
+
   // Any thread.
   size_t open_holds() const { return stat_holds_.load(std::memory_order_relaxed); }
   size_t stock_levels() const { return stat_levels_.load(std::memory_order_relaxed); }
@@ -185,9 +188,8 @@ class WriterState {
   // Batches handed on and not yet known to be committed, oldest first: their overlays stay
   // visible to lookups until the store has their writes.
   std::deque<BatchPtr> uncommitted_;
-  // Reused for every batch's journal entry and record: WriteGroup::Put and MutationLog copy
-  // the bytes, and a reused buffer and message keep their capacity.
-  std::string record_buffer_;
+  // Reused for every record: MutationLog copies the bytes, and a reused message keeps its
+  // strings' capacity.
   inventory::v1::StockLevel level_buffer_;
   inventory::v1::Reservation reservation_buffer_;
   internal::v1::IdempotencyRecord idempotency_buffer_;
