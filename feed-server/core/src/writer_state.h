@@ -4,7 +4,8 @@
 // pipeline has started (the stats atomics excepted).
 //
 // Split by concern: writer_state.cc (building a batch and its primitives), commands.cc (the
-// handlers), idempotency.{h,cc}, recovery.cc.
+// handlers), idempotency.{h,cc}, recovery.cc. What the writer leaves for the thread that
+// writes a batch (its stock events, its journal entry) is batch_seal.{h,cc}.
 #pragma once
 
 #include <atomic>

@@ -9,8 +9,9 @@
 //   feed-writer      the commands against the in-memory state, one batch at a time; writes
 //                    and answers a batch itself when everything is idle (then `done` runs
 //                    here). Blocks on a full commit hand-off (16 batches in flight).
-//   feed-committer   Store::Commit of every waiting batch (one journal entry each), one WAL
-//                    sync; the overlay takes their records. Blocks on the disk.
+//   feed-committer   seals every waiting batch (its stock events and journal entry built
+//                    from the writer's flat records), Store::Commit of each, one WAL sync;
+//                    the overlay takes their records. Blocks on the disk.
 //   feed-completer   each command's `done`, in commit order. Blocks when the publisher is
 //                    64k events behind.
 //   feed-publisher   ChangeFeed::Publish: every ChangeListener::OnEvents.
