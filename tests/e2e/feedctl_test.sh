@@ -9,32 +9,10 @@
 set -u
 SERVER_BIN="$1" FEEDCTL="$2" REPO="$3"
 WORK="$(mktemp -d /tmp/feedctl-test-XXXXXX)"
-PIDS=()
-fail() { echo "FAIL: $*" >&2; tail -5 "$WORK"/server*.log >&2 2>/dev/null; exit 1; }
-cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$WORK"; }
-trap cleanup EXIT
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-wait_log() {  # wait_log FILE PID
-  for _ in $(seq 1 100); do
-    grep -q "feed-server listening on" "$1" && return 0
-    kill -0 "$2" 2>/dev/null || fail "server exited at start: $(tail -3 "$1")"
-    sleep 0.1
-  done
-  fail "server did not start"
-}
-# expect CODE COMMAND...: runs it, checks the exit code; its stdout in $OUT, stderr in $ERR.
-expect() {
-  local want="$1"; shift
-  OUT="$("$@" 2>"$WORK/err")"; local got=$?
-  ERR="$(cat "$WORK/err")"
-  [ "$got" = "$want" ] || fail "'$*' exited $got, want $want (stdout: $OUT; stderr: $ERR)"
-}
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-PORT="$(free_port)"
-"$SERVER_BIN" --listen "127.0.0.1:$PORT" --http-listen "" --metrics-listen "" \
-  --data-dir "$WORK/data" --log-rpcs false >"$WORK/server.log" 2>&1 &
-PIDS+=($!)
-wait_log "$WORK/server.log" "${PIDS[-1]}"
+start_server "$WORK/server.log" --data-dir "$WORK/data"
 export FEEDCTL_SERVER="127.0.0.1:$PORT"
 F="$FEEDCTL"
 
@@ -165,13 +143,10 @@ bash -c "source '$WORK/complete.bash'
 C="$WORK/certs"
 TOKEN="$(head -c 24 /dev/urandom | base64 | tr -d '/+=')"
 echo "$TOKEN ops stock:read stock:adjust stock:reserve orders:read orders:write" >"$WORK/tokens.txt"
-SPORT="$(free_port)"
-"$SERVER_BIN" --listen "127.0.0.1:$SPORT" --http-listen "" --metrics-listen "" --data-dir "$WORK/data-tls" \
+start_server "$WORK/server-tls.log" --data-dir "$WORK/data-tls" \
   --tls-cert-file "$C/server.crt" --tls-key-file "$C/server.key" --tls-client-ca-file "$C/ca.crt" \
-  --auth-token-file "$WORK/tokens.txt" >"$WORK/server-tls.log" 2>&1 &
-PIDS+=($!)
-wait_log "$WORK/server-tls.log" "${PIDS[-1]}"
-export FEEDCTL_SERVER="localhost:$SPORT" FEEDCTL_TLS_CA="$C/ca.crt"
+  --auth-token-file "$WORK/tokens.txt"
+export FEEDCTL_SERVER="localhost:$PORT" FEEDCTL_TLS_CA="$C/ca.crt"
 expect 3 "$F" --timeout-ms 3000 stock get sku-1      # no client certificate: the handshake fails
 FEEDCTL_TLS_CERT="$C/client.crt" FEEDCTL_TLS_KEY="$C/client.key" expect 2 "$F" stock get sku-1
 [[ "$ERR" == *"UNAUTHENTICATED"* ]] || fail "no token: $ERR"
