@@ -110,10 +110,11 @@ absl::Status WriterState::DoCreateOrder(order::v1::CreateOrderRequest& r, Batch&
   if (auto s = CheckQuantities(lines); !s.ok()) return s;
   if (auto s = CheckAvailable(lines, r.item_ids().empty() ? "lines" : "items"); !s.ok()) return s;
 
-  const std::string suffix = fmt::format("{}-{}", store_id_.substr(0, 6), next_sequence_);
-  std::string order_id = "ord-" + suffix;
-  auto placed = HoldLines(b, lines, fmt::format("{}{}", kGeneratedReservationPrefix, suffix),
-                          order_id, r.hold_ttl_ms(), true, nullptr);
+  // Generated the way Reserve generates one; the order's id is the same with "ord-".
+  std::string reservation_id = SequencedId(ReservationIdPrefix(), next_sequence_);
+  std::string order_id = "ord-" + reservation_id.substr(kGeneratedReservationPrefix.size());
+  auto placed =
+      HoldLines(b, lines, std::move(reservation_id), order_id, r.hold_ttl_ms(), true, nullptr);
   if (!placed.ok()) return placed.status();
   const OpenHold& hold = **placed;
   Order& order = b.orders[order_id];

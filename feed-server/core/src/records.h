@@ -51,8 +51,8 @@ struct Hold {
 // The map entry of an open hold: {reservation id, hold}.
 using OpenHold = std::pair<const std::string, Hold>;
 
-// "<prefix>-<sequence>", the shape of the ids the writer generates (events, reservations,
-// orders): formatted without fmt's format-string parsing, which is on the hot path here.
+// "<prefix>-<sequence>", the shape of the ids the writer generates (events, reservations
+// and, through theirs, orders): formatted without fmt's parser, which is on the hot path.
 inline std::string SequencedId(std::string_view prefix, uint64_t sequence) {
   char digits[20];
   const char* end = std::to_chars(digits, digits + sizeof digits, sequence).ptr;

@@ -7,7 +7,6 @@
 #include "core/history.h"
 #include "core/level_key.h"
 #include "core/validation.h"
-#include "journal.h"
 
 namespace feed::core {
 
