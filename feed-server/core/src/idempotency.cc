@@ -1,21 +1,23 @@
 #include "idempotency.h"
 
+#include "common/fnv1a.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 
 namespace feed::core {
 namespace {
 
-// FNV-1a, 64 bits: unlike std::hash or absl::Hash, the same in every process and build.
-uint64_t Fnv1a(std::string_view a, std::string_view b) {
-  uint64_t h = 1469598103934665603ULL;
-  for (std::string_view part : {a, std::string_view("\0", 1), b}) {
-    for (unsigned char c : part) {
-      h ^= c;
-      h *= 1099511628211ULL;
-    }
-  }
-  return h;
+// The offset basis stored fingerprints were made with, one digit short of FNV's: a new one
+// would turn the retry of every stored key into ALREADY_EXISTS.
+constexpr uint64_t kFingerprintBasis = 1469598103934665603ULL;
+
+// The method, a NUL, then the request's bytes.
+uint64_t Fnv1a(std::string_view method, std::string_view bytes) {
+  return Fnv1a64(kFingerprintBasis)
+      .Update(method)
+      .Update(std::string_view("\0", 1))
+      .Update(bytes)
+      .value();
 }
 
 }  // namespace
