@@ -46,7 +46,7 @@ class ShardLogTest : public ::testing::Test {
     if (!reader.ok()) return nullptr;
     node->replica = std::make_unique<ShardReplica>(
         shard, NodeIdentity{id, id + ":50051"}, *writer_, std::move(*reader), 0,
-        [n = node.get()](std::string_view entry, int64_t) {
+        [n = node.get()](std::string_view entry, int64_t, bool) {
           n->applied.emplace_back(entry);
           return absl::OkStatus();
         });

@@ -1,6 +1,8 @@
 #include "cluster/shard_replica.h"
 
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 
 #include "fmt/format.h"
 
@@ -37,10 +39,14 @@ absl::Status ShardReplica::Claim(int64_t now_ms, int64_t timeout_ms) {
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
   // From the newest epoch there is: a claim from a stale view would lose for nothing.
   if (absl::Status caught_up = CatchUp(timeout_ms); !caught_up.ok()) return caught_up;
-  auto offset = AppendRecord(MakeClaim(ledger_, self_.node_id, self_.address, now_ms));
-  if (!offset.ok()) return offset.status();
+  auto offsets = AppendRecords({MakeClaim(ledger_, self_.node_id, self_.address, now_ms)});
+  if (!offsets.ok()) return offsets.status();
+  const int64_t claim_offset = offsets->front();
   Verdict verdict = Verdict::kMalformed;
-  if (absl::Status read = ReadTo(*offset + 1, RemainingMs(deadline), *offset, &verdict);
+  if (absl::Status read = ReadTo(claim_offset + 1, RemainingMs(deadline),
+                                 [&](int64_t offset, Verdict v) {
+                                   if (offset == claim_offset) verdict = v;
+                                 });
       !read.ok()) {
     return read;
   }
@@ -51,33 +57,70 @@ absl::Status ShardReplica::Claim(int64_t now_ms, int64_t timeout_ms) {
   return absl::OkStatus();
 }
 
-absl::Status ShardReplica::Append(std::string journal_entry, int64_t timeout_ms) {
+absl::Status ShardReplica::Append(std::string_view journal_entry, int64_t timeout_ms) {
+  return AppendAll({journal_entry}, timeout_ms).status();
+}
+
+absl::StatusOr<std::vector<int64_t>> ShardReplica::AppendAll(
+    const std::vector<std::string_view>& entries, int64_t timeout_ms) {
   if (!owned()) {
     return absl::FailedPreconditionError(fmt::format("shard {}: owned by {} at epoch {}, not by {}",
                                                      shard_, ledger_.owner().node_id,
                                                      ledger_.owner().epoch, self_.node_id));
   }
-  const uint64_t epoch = ledger_.owner().epoch;
-  auto offset = AppendRecord(MakeBatch(ledger_.owner(), std::move(journal_entry)));
-  if (!offset.ok()) return offset.status();
-  Verdict verdict = Verdict::kMalformed;
-  if (absl::Status read = ReadTo(*offset + 1, timeout_ms, *offset, &verdict); !read.ok()) {
-    return read;
-  }
-  if (verdict != Verdict::kBatchValid) {
+  const ShardOwner claim = ledger_.owner();
+  std::vector<internal::v1::ShardLogRecord> records;
+  records.reserve(entries.size());
+  for (std::string_view entry : entries) records.push_back(MakeBatch(claim, std::string(entry)));
+  auto offsets = AppendRecords(records);
+  if (!offsets.ok()) return offsets.status();
+  // Offsets of one partition grow in append order (idempotent producer).
+  size_t next_to_confirm = 0;
+  int64_t first_fenced = -1;
+  absl::Status read = ReadTo(offsets->back() + 1, timeout_ms, [&](int64_t offset, Verdict v) {
+    if (next_to_confirm < offsets->size() && offset == (*offsets)[next_to_confirm]) {
+      ++next_to_confirm;
+      if (v != Verdict::kBatchValid && first_fenced < 0) first_fenced = offset;
+    }
+  });
+  if (!read.ok()) return read;
+  if (first_fenced >= 0 || next_to_confirm != offsets->size()) {
     return absl::AbortedError(fmt::format(
         "shard {}: batch at offset {} fenced: {} claimed the shard at epoch {} (ours was {})",
-        shard_, *offset, ledger_.owner().node_id, ledger_.owner().epoch, epoch));
+        shard_, first_fenced, ledger_.owner().node_id, ledger_.owner().epoch, claim.epoch));
   }
-  return absl::OkStatus();
+  return offsets;
 }
 
-absl::StatusOr<int64_t> ShardReplica::AppendRecord(const internal::v1::ShardLogRecord& record) {
-  return writer_.AppendAndWait(shard_, record.SerializeAsString());
+absl::StatusOr<std::vector<int64_t>> ShardReplica::AppendRecords(
+    const std::vector<internal::v1::ShardLogRecord>& records) {
+  struct Outcomes {
+    std::mutex mu;
+    std::condition_variable cv;
+    size_t left;
+    std::vector<absl::StatusOr<int64_t>> offsets;
+  } outcomes{.left = records.size(),
+             .offsets = std::vector<absl::StatusOr<int64_t>>(records.size())};
+  for (size_t i = 0; i < records.size(); ++i) {
+    writer_.Append(shard_, records[i].SerializeAsString(),
+                   [&outcomes, i](absl::StatusOr<int64_t> offset) {
+                     std::lock_guard lock(outcomes.mu);
+                     outcomes.offsets[i] = std::move(offset);
+                     if (--outcomes.left == 0) outcomes.cv.notify_one();
+                   });
+  }
+  std::unique_lock lock(outcomes.mu);
+  outcomes.cv.wait(lock, [&] { return outcomes.left == 0; });
+  std::vector<int64_t> offsets;
+  offsets.reserve(records.size());
+  for (auto& offset : outcomes.offsets) {
+    if (!offset.ok()) return offset.status();
+    offsets.push_back(*offset);
+  }
+  return offsets;
 }
 
-absl::Status ShardReplica::ReadTo(int64_t end, int64_t timeout_ms, int64_t watched,
-                                  Verdict* watched_verdict) {
+absl::Status ShardReplica::ReadTo(int64_t end, int64_t timeout_ms, const Observer& observe) {
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
   while (next_offset_ < end) {
     const int64_t left = RemainingMs(deadline);
@@ -93,10 +136,10 @@ absl::Status ShardReplica::ReadTo(int64_t end, int64_t timeout_ms, int64_t watch
       const Verdict verdict = record.ParseFromString(logged.value)
                                   ? ledger_.Apply(record, logged.offset)
                                   : Verdict::kMalformed;
-      if (logged.offset == watched && watched_verdict != nullptr) *watched_verdict = verdict;
       switch (verdict) {
         case Verdict::kBatchValid:
-          if (absl::Status applied = apply_(record.journal_entry(), logged.offset); !applied.ok()) {
+          if (absl::Status applied = apply_(record.journal_entry(), logged.offset, owned());
+              !applied.ok()) {
             return applied;
           }
           ++stats_.applied;
@@ -113,7 +156,8 @@ absl::Status ShardReplica::ReadTo(int64_t end, int64_t timeout_ms, int64_t watch
         case Verdict::kClaimRejected:
           break;
       }
-      next_offset_ = logged.offset + 1;  // after a failed apply, the record is read again
+      if (observe) observe(logged.offset, verdict);
+      next_offset_ = logged.offset + 1;  // not past a record that failed to apply
     }
   }
   return absl::OkStatus();

@@ -58,6 +58,8 @@ struct Batch {
   std::shared_ptr<MutationLog> mutations = std::make_shared<MutationLog>();
   // What the commit writes: the journal entry (nothing when the batch changed nothing).
   std::unique_ptr<storage::WriteGroup> group;
+  // The sealed entry's bytes, kept for the replicated log in cluster mode (replicated_log.h).
+  std::string journal_entry;
   uint64_t last_sequence = 0;  // of its last event (0: none)
   // The batch's events live in one arena (one allocation for many events); each published
   // EventPtr shares ownership of it, so it is freed when the last reader drops its events.

@@ -60,9 +60,8 @@ void SealBatch(Batch& b, std::string_view store_id) {
   b.pending_changes.clear();
   b.pending_text.clear();
   if (b.events.empty()) return;
-  std::string entry;
-  EncodeJournalEntry(b.events, *b.mutations, &entry);
-  b.group->Put(storage::Table::kJournal, storage::EncodeSequence(b.last_sequence), entry);
+  EncodeJournalEntry(b.events, *b.mutations, &b.journal_entry);
+  b.group->Put(storage::Table::kJournal, storage::EncodeSequence(b.last_sequence), b.journal_entry);
 }
 
 }  // namespace feed::core

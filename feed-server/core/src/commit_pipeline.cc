@@ -202,6 +202,9 @@ absl::Status CommitPipeline::Write(std::vector<BatchPtr>& batches) {
   if (stages_.seal) {
     for (const auto& b : batches) stages_.seal(*b);
   }
+  if (options_.replicated_log != nullptr) {
+    if (absl::Status s = Replicate(batches); !s.ok()) return Fail(s);
+  }
   size_t last_write = batches.size();
   for (size_t i = 0; i < batches.size(); ++i) {
     if (batches[i]->group->Count() > 0) last_write = i;
@@ -209,8 +212,10 @@ absl::Status CommitPipeline::Write(std::vector<BatchPtr>& batches) {
   for (size_t i = 0; i < batches.size(); ++i) {
     Batch& b = *batches[i];
     if (b.group->Count() == 0) continue;
-    absl::Status s = store_.Commit(*b.group, i == last_write ? storage::CommitMode::kConfigured
-                                                             : storage::CommitMode::kNoSync);
+    // In cluster mode the log holds the batches already: the store need not sync.
+    const bool sync = i == last_write && options_.replicated_log == nullptr;
+    absl::Status s = store_.Commit(
+        *b.group, sync ? storage::CommitMode::kConfigured : storage::CommitMode::kNoSync);
     if (!s.ok()) return Fail(s);
   }
   if (stages_.committed) {
@@ -231,11 +236,35 @@ absl::Status CommitPipeline::Write(std::vector<BatchPtr>& batches) {
   return absl::OkStatus();
 }
 
+absl::Status CommitPipeline::Replicate(std::vector<BatchPtr>& batches) {
+  std::vector<std::string_view> entries;
+  std::vector<Batch*> logged;
+  for (const auto& b : batches) {
+    if (b->journal_entry.empty()) continue;
+    entries.push_back(b->journal_entry);
+    logged.push_back(b.get());
+  }
+  if (entries.empty()) return absl::OkStatus();
+  auto positions = options_.replicated_log->Append(entries);
+  if (!positions.ok()) return positions.status();
+  if (positions->size() != logged.size()) {
+    return absl::InternalError(fmt::format("replicated log: {} positions for {} entries",
+                                           positions->size(), logged.size()));
+  }
+  for (size_t i = 0; i < logged.size(); ++i) {
+    logged[i]->group->Put(storage::Table::kMeta, storage::meta_keys::kShardLogOffset,
+                          storage::EncodeSequence(static_cast<uint64_t>((*positions)[i])));
+  }
+  return absl::OkStatus();
+}
+
 // No caller was told these batches succeeded; the in-memory state is ahead of the disk.
 absl::Status CommitPipeline::Fail(const absl::Status& cause) {
   CoreLogger()->critical("commit failed, refusing all further commands: {}", cause.ToString());
-  absl::Status failed = absl::UnavailableError(fmt::format(
-      "storage commit failed ({}); the server must restart", std::string(cause.message())));
+  absl::Status failed = absl::UnavailableError(
+      fmt::format("{} failed ({}); the server must restart",
+                  options_.replicated_log != nullptr ? "replication" : "storage commit",
+                  std::string(cause.message())));
   std::lock_guard lock(mu_);
   failed_ = failed;
   return failed;

@@ -20,6 +20,10 @@
 // write rounds. When nothing is being written or completed and no command waits, the writer
 // writes and completes its batch itself (a thread wake-up costs more than it overlaps).
 //
+// In cluster mode (CoreOptions::replicated_log) the committer first appends the sealed entries
+// to the shard's log and waits for them to be confirmed there: that, not the local commit, is
+// what answers the callers (replicated_log.h).
+//
 // A failed commit stops the pipeline for good (crash-only: a restart recovers the committed
 // state): that batch and every later command fail with UNAVAILABLE.
 #pragma once
@@ -96,6 +100,9 @@ class CommitPipeline {
   bool WriterMayApply() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RunBatch(std::vector<std::unique_ptr<Command>>& commands, bool sweep);
   absl::Status Write(std::vector<BatchPtr>& batches);
+  // Cluster mode: the batches' entries into the replicated log, their positions into their
+  // write groups.
+  absl::Status Replicate(std::vector<BatchPtr>& batches);
   // Stops the pipeline for good after a failed commit.
   absl::Status Fail(const absl::Status& cause);
   void Complete(const std::vector<BatchPtr>& batches);

@@ -161,6 +161,9 @@ inline constexpr std::string_view kRelayCursor = "relay_cursor";  // EncodeSeque
 inline constexpr std::string_view kCheckpointSequence = "checkpoint_sequence";
 // The store's data format (EncodeSequence); see kFormatVersion.
 inline constexpr std::string_view kFormatVersion = "format_version";
+// Cluster mode: the shard log's offset of the newest journal entry the store holds
+// (EncodeSequence); the log is read again from the next one.
+inline constexpr std::string_view kShardLogOffset = "shard_log_offset";
 }  // namespace meta_keys
 
 // The data format this build writes and reads: 2 = tables checkpointed from a journal.

@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "bridge/shard_log.h"
@@ -33,9 +34,11 @@ struct ShardReplicaStats {
 
 class ShardReplica {
  public:
-  // A valid batch's journal entry and its offset; an error stops the replica (the entry does
-  // not decode, the store fails): it is returned by the call that read the record.
-  using ApplyBatch = std::function<absl::Status(std::string_view journal_entry, int64_t offset)>;
+  // A valid batch's journal entry and its offset. `own`: written under this node's current
+  // claim, by its core, which has stored it already. An error stops the replica (the entry
+  // does not decode, the store fails): the call that read the record returns it.
+  using ApplyBatch =
+      std::function<absl::Status(std::string_view journal_entry, int64_t offset, bool own)>;
 
   // `reader` follows this shard's partition from the first record not yet applied.
   ShardReplica(int32_t shard, NodeIdentity self, bridge::ShardLogWriter& writer,
@@ -53,7 +56,11 @@ class ShardReplica {
   // shard (this node is a zombie); FAILED_PRECONDITION: it does not own the shard;
   // UNAVAILABLE / DEADLINE_EXCEEDED: the log did not take or return it in time. Any error
   // leaves the batch in doubt for the caller, never lost for a reader that found it valid.
-  absl::Status Append(std::string journal_entry, int64_t timeout_ms);
+  absl::Status Append(std::string_view journal_entry, int64_t timeout_ms);
+  // Append for several entries at once (one round trip): their offsets, in order, once every
+  // one is valid; the errors of Append otherwise.
+  absl::StatusOr<std::vector<int64_t>> AppendAll(const std::vector<std::string_view>& entries,
+                                                 int64_t timeout_ms);
 
   int32_t shard() const { return shard_; }
   const ShardLedger& ledger() const { return ledger_; }
@@ -63,11 +70,13 @@ class ShardReplica {
   const ShardReplicaStats& stats() const { return stats_; }
 
  private:
-  // Reads records until offset `end` (exclusive) has been applied; the verdict of the record
-  // at `watched`, when it is among them, goes to *watched_verdict.
-  absl::Status ReadTo(int64_t end, int64_t timeout_ms, int64_t watched = -1,
-                      Verdict* watched_verdict = nullptr);
-  absl::StatusOr<int64_t> AppendRecord(const internal::v1::ShardLogRecord& record);
+  using Observer = std::function<void(int64_t offset, Verdict verdict)>;
+  // Reads records until offset `end` (exclusive) has been applied, telling `observe` (when
+  // set) every record's verdict.
+  absl::Status ReadTo(int64_t end, int64_t timeout_ms, const Observer& observe = nullptr);
+  // Appends the records in order (one round trip); their offsets.
+  absl::StatusOr<std::vector<int64_t>> AppendRecords(
+      const std::vector<internal::v1::ShardLogRecord>& records);
 
   const int32_t shard_;
   const NodeIdentity self_;

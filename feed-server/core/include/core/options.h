@@ -5,7 +5,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
+
+#include "core/replicated_log.h"
 
 namespace feed::core {
 
@@ -64,6 +67,9 @@ struct CoreOptions {
   // Called after each committed round of batches, on the thread that wrote it (the
   // committer, or the writer when it wrote an idle batch itself). Must not block.
   std::function<void(size_t commands, size_t events, double commit_seconds)> on_batch_committed;
+  // Cluster mode: the shard's log every batch must reach before it counts (replicated_log.h).
+  // Null: single node, the local commit (with its WAL sync) is the acknowledgement point.
+  std::shared_ptr<ReplicatedLog> replicated_log;
 };
 
 }  // namespace feed::core

@@ -1,0 +1,49 @@
+// A node's store of one shard in cluster mode, and how it meets the shard's log.
+//
+// A standby keeps the shard's valid journal entries in its own store exactly as the owner's
+// committer stored them (Table::kJournal under the entry's last sequence), with the log offset
+// of the newest in the same commit (meta shard_log_offset). Opening an InventoryCore on that
+// store replays them (core recovery), so taking over needs no conversion. The owner's core
+// writes the same two records itself (core/replicated_log.h), so a node that restarts, owner
+// or not, resumes reading the log after its store's offset.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "cluster/shard_replica.h"
+#include "core/replicated_log.h"
+#include "storage/store.h"
+
+namespace feed::cluster {
+
+// Stores a valid entry read at `offset`. DATA_LOSS when the bytes are not a journal entry
+// with events. No WAL sync: the log holds it, and a restart reads it again after the offset.
+absl::Status StoreLoggedEntry(storage::Store& store, std::string_view journal_entry,
+                              int64_t offset);
+
+// The first offset of the shard's log the store does not hold yet (0 for a new store).
+absl::StatusOr<int64_t> NextLogOffset(const storage::ReadView& store);
+
+// The core's ReplicatedLog over a ShardReplica this node owns: each round of batches is one
+// AppendAll (the acknowledgement point). Runs on the committer thread, which then is the
+// replica's only user.
+class ShardLogReplication final : public core::ReplicatedLog {
+ public:
+  ShardLogReplication(ShardReplica& replica, int64_t timeout_ms)
+      : replica_(replica), timeout_ms_(timeout_ms) {}
+
+  absl::StatusOr<std::vector<int64_t>> Append(
+      const std::vector<std::string_view>& journal_entries) override {
+    return replica_.AppendAll(journal_entries, timeout_ms_);
+  }
+
+ private:
+  ShardReplica& replica_;
+  const int64_t timeout_ms_;
+};
+
+}  // namespace feed::cluster
