@@ -71,17 +71,19 @@ class CoreFailoverTest : public ::testing::Test {
     auto store = storage::OpenRocksDbStore(rocks);
     EXPECT_TRUE(store.ok()) << store.status();
     node->store = std::move(*store);
-    auto from = NextLogOffset(*node->store);
+    auto from = LoadShardLogPosition(*node->store);
     EXPECT_TRUE(from.ok()) << from.status();
-    auto reader = bridge::ShardLogReader::Open(options_, {{kShard, *from}});
+    auto reader = bridge::ShardLogReader::Open(options_, {{kShard, from->next_offset}});
     EXPECT_TRUE(reader.ok()) << reader.status();
     storage::Store* target = node->store.get();
     node->replica = std::make_unique<ShardReplica>(
-        kShard, NodeIdentity{id, id + ":50051"}, *writer_, std::move(*reader), *from,
+        kShard, NodeIdentity{id, id + ":50051"}, *writer_, std::move(*reader), from->next_offset,
+        from->owner,
         [target](std::string_view entry, int64_t offset, bool own) {
           // The owner's core stores its own batches with their offsets.
           return own ? absl::OkStatus() : StoreLoggedEntry(*target, entry, offset);
-        });
+        },
+        [target](const ShardOwner& owner) { return StoreClaim(*target, owner); });
     nodes_.push_back(std::move(node));
     return *nodes_.back();
   }
@@ -175,15 +177,33 @@ TEST_F(CoreFailoverTest, TheNewOwnerHasEveryAcknowledgedReservationAndTheZombieN
   Node& a2 = StartNode("node-a");
   ASSERT_TRUE(a2.replica->CatchUp(kTimeoutMs).ok());
   EXPECT_EQ(a2.replica->stats().fenced, 1u);
-  b.core->Shutdown();  // b's last batch is in the log; a2 read it above
-  core::CoreOptions read_only;
-  auto reopened = InventoryCore::Open(*a2.store, clock_, read_only);
+  EXPECT_EQ(a2.replica->ledger().owner().node_id, "node-b");
+
+  // b goes on; a restarts once more, now past b's claim in the log: it resumes with b as the
+  // owner (stored with its offset) and applies b's batch instead of fencing it.
+  auto after_restart = Reserve(*b.core, "sku-1", 1);
+  ASSERT_TRUE(after_restart.ok()) << after_restart.status();
+  a2.replica.reset();
+  a2.store.reset();
+  Node& a3 = StartNode("node-a");
+  EXPECT_EQ(a3.replica->ledger().owner().node_id, "node-b");
+  ASSERT_TRUE(a3.replica->CatchUp(kTimeoutMs).ok());
+  EXPECT_EQ(a3.replica->stats().applied, 1u);
+  // The zombie's record is after the store's offset (only applied records move it): judged
+  // again, fenced again.
+  EXPECT_EQ(a3.replica->stats().fenced, 1u);
+
+  b.core->Shutdown();
+  core::CoreOptions standalone;
+  auto reopened = InventoryCore::Open(*a3.store, clock_, standalone);
   ASSERT_TRUE(reopened.ok()) << reopened.status();
   const inv::StockLevel after = Level(**reopened, "sku-1");
-  EXPECT_EQ(after.reserved(), 45);
-  EXPECT_EQ(after.available(), 55);
-  auto last = (*reopened)->GetReservation(next->reservation().reservation_id());
-  EXPECT_TRUE(last.ok()) << last.status();
+  EXPECT_EQ(after.reserved(), 46);
+  EXPECT_EQ(after.available(), 54);
+  for (const auto* id :
+       {&next->reservation().reservation_id(), &after_restart->reservation().reservation_id()}) {
+    EXPECT_TRUE((*reopened)->GetReservation(*id).ok()) << *id;
+  }
   (*reopened)->Shutdown();
 }
 

@@ -45,7 +45,7 @@ class ShardLogTest : public ::testing::Test {
     EXPECT_TRUE(reader.ok()) << reader.status();
     if (!reader.ok()) return nullptr;
     node->replica = std::make_unique<ShardReplica>(
-        shard, NodeIdentity{id, id + ":50051"}, *writer_, std::move(*reader), 0,
+        shard, NodeIdentity{id, id + ":50051"}, *writer_, std::move(*reader), 0, ShardOwner{},
         [n = node.get()](std::string_view entry, int64_t, bool) {
           n->applied.emplace_back(entry);
           return absl::OkStatus();

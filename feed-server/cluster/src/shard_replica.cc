@@ -1,5 +1,6 @@
 #include "cluster/shard_replica.h"
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -20,12 +21,14 @@ int64_t RemainingMs(Clock::time_point deadline) {
 
 ShardReplica::ShardReplica(int32_t shard, NodeIdentity self, bridge::ShardLogWriter& writer,
                            std::unique_ptr<bridge::ShardLogReader> reader, int64_t next_offset,
-                           ApplyBatch apply)
+                           ShardOwner owner, ApplyBatch apply, ApplyClaim apply_claim)
     : shard_(shard),
       self_(std::move(self)),
       writer_(writer),
       reader_(std::move(reader)),
       apply_(std::move(apply)),
+      apply_claim_(std::move(apply_claim)),
+      ledger_(std::move(owner)),
       next_offset_(next_offset) {}
 
 absl::Status ShardReplica::CatchUp(int64_t timeout_ms) {
@@ -77,12 +80,14 @@ absl::StatusOr<std::vector<int64_t>> ShardReplica::AppendAll(
   // Offsets of one partition grow in append order (idempotent producer).
   size_t next_to_confirm = 0;
   int64_t first_fenced = -1;
+  own_offsets_ = &*offsets;
   absl::Status read = ReadTo(offsets->back() + 1, timeout_ms, [&](int64_t offset, Verdict v) {
     if (next_to_confirm < offsets->size() && offset == (*offsets)[next_to_confirm]) {
       ++next_to_confirm;
       if (v != Verdict::kBatchValid && first_fenced < 0) first_fenced = offset;
     }
   });
+  own_offsets_ = nullptr;
   if (!read.ok()) return read;
   if (first_fenced >= 0 || next_to_confirm != offsets->size()) {
     return absl::AbortedError(fmt::format(
@@ -120,6 +125,11 @@ absl::StatusOr<std::vector<int64_t>> ShardReplica::AppendRecords(
   return offsets;
 }
 
+bool ShardReplica::Own(int64_t offset) const {
+  return own_offsets_ != nullptr &&
+         std::binary_search(own_offsets_->begin(), own_offsets_->end(), offset);
+}
+
 absl::Status ShardReplica::ReadTo(int64_t end, int64_t timeout_ms, const Observer& observe) {
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
   while (next_offset_ < end) {
@@ -138,7 +148,8 @@ absl::Status ShardReplica::ReadTo(int64_t end, int64_t timeout_ms, const Observe
                                   : Verdict::kMalformed;
       switch (verdict) {
         case Verdict::kBatchValid:
-          if (absl::Status applied = apply_(record.journal_entry(), logged.offset, owned());
+          if (absl::Status applied =
+                  apply_(record.journal_entry(), logged.offset, Own(logged.offset));
               !applied.ok()) {
             return applied;
           }
@@ -148,6 +159,11 @@ absl::Status ShardReplica::ReadTo(int64_t end, int64_t timeout_ms, const Observe
           ++stats_.fenced;
           break;
         case Verdict::kClaimAccepted:
+          if (apply_claim_) {
+            if (absl::Status applied = apply_claim_(ledger_.owner()); !applied.ok()) {
+              return applied;
+            }
+          }
           ++stats_.claims;
           break;
         case Verdict::kMalformed:

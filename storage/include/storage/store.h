@@ -164,6 +164,10 @@ inline constexpr std::string_view kFormatVersion = "format_version";
 // Cluster mode: the shard log's offset of the newest journal entry the store holds
 // (EncodeSequence); the log is read again from the next one.
 inline constexpr std::string_view kShardLogOffset = "shard_log_offset";
+// Cluster mode: the newest accepted claim of the shard as of that offset (a serialized
+// feed.internal.v1.ShardLogRecord whose epoch and node are the owner's), so that a restart
+// judges the records after the offset as every other node does.
+inline constexpr std::string_view kShardLogOwner = "shard_log_owner";
 }  // namespace meta_keys
 
 // The data format this build writes and reads: 2 = tables checkpointed from a journal.

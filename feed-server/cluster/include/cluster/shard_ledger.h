@@ -40,6 +40,10 @@ const char* VerdictName(Verdict verdict);
 
 class ShardLedger {
  public:
+  ShardLedger() = default;
+  // A reader resuming mid-log: the owner as of the record before.
+  explicit ShardLedger(ShardOwner owner) : owner_(std::move(owner)) {}
+
   // The record found at `offset`, in log order.
   Verdict Apply(const internal::v1::ShardLogRecord& record, int64_t offset);
 

@@ -34,16 +34,19 @@ struct ShardReplicaStats {
 
 class ShardReplica {
  public:
-  // A valid batch's journal entry and its offset. `own`: written under this node's current
-  // claim, by its core, which has stored it already. An error stops the replica (the entry
-  // does not decode, the store fails): the call that read the record returns it.
+  // A valid batch's journal entry and its offset. `own`: appended by this replica's AppendAll
+  // (its core stores those itself). An error stops the replica (the entry does not decode,
+  // the store fails): the call that read the record returns it.
   using ApplyBatch =
       std::function<absl::Status(std::string_view journal_entry, int64_t offset, bool own)>;
+  // An accepted claim (ShardOwner::claim_offset is its offset); errors as for ApplyBatch.
+  using ApplyClaim = std::function<absl::Status(const ShardOwner& owner)>;
 
-  // `reader` follows this shard's partition from the first record not yet applied.
+  // `reader` follows this shard's partition from `start`: the first record not applied yet
+  // and the owner as of the record before it (ShardLogPosition, shard_store.h).
   ShardReplica(int32_t shard, NodeIdentity self, bridge::ShardLogWriter& writer,
                std::unique_ptr<bridge::ShardLogReader> reader, int64_t next_offset,
-               ApplyBatch apply);
+               ShardOwner owner, ApplyBatch apply, ApplyClaim apply_claim = nullptr);
 
   // Reads and applies what the log holds now (up to its end when called).
   absl::Status CatchUp(int64_t timeout_ms);
@@ -74,6 +77,7 @@ class ShardReplica {
   // Reads records until offset `end` (exclusive) has been applied, telling `observe` (when
   // set) every record's verdict.
   absl::Status ReadTo(int64_t end, int64_t timeout_ms, const Observer& observe = nullptr);
+  bool Own(int64_t offset) const;
   // Appends the records in order (one round trip); their offsets.
   absl::StatusOr<std::vector<int64_t>> AppendRecords(
       const std::vector<internal::v1::ShardLogRecord>& records);
@@ -83,7 +87,10 @@ class ShardReplica {
   bridge::ShardLogWriter& writer_;
   const std::unique_ptr<bridge::ShardLogReader> reader_;
   const ApplyBatch apply_;
+  const ApplyClaim apply_claim_;
   ShardLedger ledger_;
+  // While AppendAll confirms its records: their offsets, in order (what `own` means).
+  const std::vector<int64_t>* own_offsets_ = nullptr;
   int64_t next_offset_;
   ShardReplicaStats stats_;
 };

@@ -4,8 +4,9 @@
 // committer stored them (Table::kJournal under the entry's last sequence), with the log offset
 // of the newest in the same commit (meta shard_log_offset). Opening an InventoryCore on that
 // store replays them (core recovery), so taking over needs no conversion. The owner's core
-// writes the same two records itself (core/replicated_log.h), so a node that restarts, owner
-// or not, resumes reading the log after its store's offset.
+// writes the same two records itself (core/replicated_log.h). Accepted claims are stored too,
+// so a node that restarts, owner or not, resumes reading the log after its store's offset
+// and judges the records there as every other node does.
 #pragma once
 
 #include <cstdint>
@@ -25,8 +26,16 @@ namespace feed::cluster {
 absl::Status StoreLoggedEntry(storage::Store& store, std::string_view journal_entry,
                               int64_t offset);
 
-// The first offset of the shard's log the store does not hold yet (0 for a new store).
-absl::StatusOr<int64_t> NextLogOffset(const storage::ReadView& store);
+// Stores an accepted claim read at owner.claim_offset: the owner as of that offset.
+absl::Status StoreClaim(storage::Store& store, const ShardOwner& owner);
+
+// Where the store stands in the shard's log: the first offset it does not hold yet and the
+// owner as of the offset before (a new store: 0 and nobody). What a ShardReplica resumes from.
+struct ShardLogPosition {
+  int64_t next_offset = 0;
+  ShardOwner owner;
+};
+absl::StatusOr<ShardLogPosition> LoadShardLogPosition(const storage::ReadView& store);
 
 // The core's ReplicatedLog over a ShardReplica this node owns: each round of batches is one
 // AppendAll (the acknowledgement point). Runs on the committer thread, which then is the
