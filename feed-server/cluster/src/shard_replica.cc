@@ -140,41 +140,53 @@ absl::Status ShardReplica::ReadTo(int64_t end, int64_t timeout_ms, const Observe
     }
     auto records = reader_->Poll(left, 1024);
     if (!records.ok()) return records.status();
-    for (bridge::LoggedRecord& logged : *records) {
-      if (logged.shard != shard_ || logged.offset < next_offset_) continue;
-      internal::v1::ShardLogRecord record;
-      const Verdict verdict = record.ParseFromString(logged.value)
-                                  ? ledger_.Apply(record, logged.offset)
-                                  : Verdict::kMalformed;
-      switch (verdict) {
-        case Verdict::kBatchValid:
-          if (absl::Status applied =
-                  apply_(record.journal_entry(), logged.offset, Own(logged.offset));
-              !applied.ok()) {
+    if (absl::Status applied = ApplyRecords(*records, observe); !applied.ok()) return applied;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShardReplica::ApplyArrived(int64_t timeout_ms) {
+  auto records = reader_->Poll(timeout_ms, 1024);
+  if (!records.ok()) return records.status();
+  return ApplyRecords(*records, nullptr);
+}
+
+absl::Status ShardReplica::ApplyRecords(std::vector<bridge::LoggedRecord>& records,
+                                        const Observer& observe) {
+  for (bridge::LoggedRecord& logged : records) {
+    if (logged.shard != shard_ || logged.offset < next_offset_) continue;
+    internal::v1::ShardLogRecord record;
+    const Verdict verdict = record.ParseFromString(logged.value)
+                                ? ledger_.Apply(record, logged.offset)
+                                : Verdict::kMalformed;
+    switch (verdict) {
+      case Verdict::kBatchValid:
+        if (absl::Status applied =
+                apply_(record.journal_entry(), logged.offset, Own(logged.offset));
+            !applied.ok()) {
+          return applied;
+        }
+        ++stats_.applied;
+        break;
+      case Verdict::kBatchFenced:
+        ++stats_.fenced;
+        break;
+      case Verdict::kClaimAccepted:
+        if (apply_claim_) {
+          if (absl::Status applied = apply_claim_(ledger_.owner()); !applied.ok()) {
             return applied;
           }
-          ++stats_.applied;
-          break;
-        case Verdict::kBatchFenced:
-          ++stats_.fenced;
-          break;
-        case Verdict::kClaimAccepted:
-          if (apply_claim_) {
-            if (absl::Status applied = apply_claim_(ledger_.owner()); !applied.ok()) {
-              return applied;
-            }
-          }
-          ++stats_.claims;
-          break;
-        case Verdict::kMalformed:
-          ++stats_.malformed;
-          break;
-        case Verdict::kClaimRejected:
-          break;
-      }
-      if (observe) observe(logged.offset, verdict);
-      next_offset_ = logged.offset + 1;  // not past a record that failed to apply
+        }
+        ++stats_.claims;
+        break;
+      case Verdict::kMalformed:
+        ++stats_.malformed;
+        break;
+      case Verdict::kClaimRejected:
+        break;
     }
+    if (observe) observe(logged.offset, verdict);
+    next_offset_ = logged.offset + 1;  // not past a record that failed to apply
   }
   return absl::OkStatus();
 }

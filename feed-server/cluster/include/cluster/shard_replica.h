@@ -50,6 +50,9 @@ class ShardReplica {
 
   // Reads and applies what the log holds now (up to its end when called).
   absl::Status CatchUp(int64_t timeout_ms);
+  // Applies what has arrived, waiting up to `timeout_ms` for the first record: a standby's
+  // step (no round trip to the broker for the log's end).
+  absl::Status ApplyArrived(int64_t timeout_ms);
   // Takes the shard over: appends a claim one epoch above the newest it has read and reads up
   // to it. OK: this node owns the shard from that record on. ABORTED, naming the owner: a
   // newer claim won the race.
@@ -77,6 +80,8 @@ class ShardReplica {
   // Reads records until offset `end` (exclusive) has been applied, telling `observe` (when
   // set) every record's verdict.
   absl::Status ReadTo(int64_t end, int64_t timeout_ms, const Observer& observe = nullptr);
+  // Applies one poll's records.
+  absl::Status ApplyRecords(std::vector<bridge::LoggedRecord>& records, const Observer& observe);
   bool Own(int64_t offset) const;
   // Appends the records in order (one round trip); their offsets.
   absl::StatusOr<std::vector<int64_t>> AppendRecords(

@@ -1,0 +1,276 @@
+#include "cluster/cluster_node.h"
+
+#include <pthread.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include "bridge/shard_group.h"
+#include "cluster/shard_store.h"
+#include "common/module_logger.h"
+#include "fmt/format.h"
+
+namespace feed::cluster {
+namespace {
+
+std::shared_ptr<spdlog::logger> Log() { return ModuleLogger("cluster"); }
+
+// After a failed claim or a fenced core, the shard is claimed again this much later while the
+// group still assigns it here.
+constexpr auto kRetryClaimAfter = std::chrono::seconds(1);
+
+}  // namespace
+
+class ClusterNode::Impl {
+ public:
+  Impl(ClusterOptions options, const core::Clock& clock)
+      : options_(std::move(options)), clock_(clock), map_(options_.log.shards) {}
+
+  ~Impl() { Stop(); }
+
+  absl::Status Start() {
+    auto writer = bridge::ShardLogWriter::Open(options_.log);
+    if (!writer.ok()) return writer.status();
+    writer_ = std::move(*writer);
+    for (int32_t s = 0; s < options_.log.shards; ++s) {
+      auto slot = std::make_unique<Slot>();
+      slot->shard = s;
+      if (absl::Status opened = OpenSlot(*slot); !opened.ok()) return opened;
+      slots_.push_back(std::move(slot));
+    }
+    for (auto& slot : slots_) {
+      if (absl::Status s = slot->replica->CatchUp(options_.log_timeout_ms); !s.ok()) {
+        return absl::UnavailableError(fmt::format("shard {}: catching up with the log: {}",
+                                                  slot->shard, std::string(s.message())));
+      }
+    }
+    worker_ = std::thread([this] { WorkerLoop(); });
+    auto member = bridge::ShardGroupMember::Start(
+        options_.log,
+        bridge::ShardGroupOptions{options_.group_id, options_.self.node_id,
+                                  options_.session_timeout_ms},
+        [this](const bridge::ShardAssignment& change) {
+          std::lock_guard lock(mu_);
+          changes_.push_back(change);
+          cv_.notify_all();
+        });
+    if (!member.ok()) return member.status();
+    member_ = std::move(*member);
+    Log()->info("node {} ({}) in cluster group {}: {} shards on {}", options_.self.node_id,
+                options_.self.address, options_.group_id, options_.log.shards, options_.log.topic);
+    return absl::OkStatus();
+  }
+
+  void Stop() {
+    member_.reset();  // no more changes
+    {
+      std::lock_guard lock(mu_);
+      stopping_ = true;
+      cv_.notify_all();
+    }
+    if (worker_.joinable()) worker_.join();
+    for (auto& slot : slots_) Release(*slot, "the node stops");
+  }
+
+  std::shared_ptr<core::InventoryCore> Core(uint32_t shard) const {
+    std::lock_guard lock(mu_);
+    return shard < slots_.size() ? slots_[shard]->core : nullptr;
+  }
+  std::vector<ShardOwner> ShardMap() const {
+    std::lock_guard lock(map_mu_);
+    return map_;
+  }
+  std::vector<uint32_t> OwnedShards() const {
+    std::lock_guard lock(mu_);
+    std::vector<uint32_t> owned;
+    for (const auto& slot : slots_) {
+      if (slot->core) owned.push_back(static_cast<uint32_t>(slot->shard));
+    }
+    return owned;
+  }
+  uint32_t shard_count() const { return static_cast<uint32_t>(options_.log.shards); }
+
+ private:
+  struct Slot {
+    int32_t shard = 0;
+    std::unique_ptr<storage::Store> store;
+    std::unique_ptr<ShardReplica> replica;
+    std::shared_ptr<core::InventoryCore> core;  // set while this node serves the shard
+    bool assigned = false;                      // by the group
+    std::chrono::steady_clock::time_point claim_not_before;
+  };
+
+  absl::Status OpenSlot(Slot& slot) {
+    storage::RocksDbOptions rocks = options_.store;
+    rocks.path =
+        (std::filesystem::path(options_.data_dir) / fmt::format("shard-{}", slot.shard)).string();
+    std::error_code ec;
+    std::filesystem::create_directories(rocks.path, ec);
+    auto store = storage::OpenRocksDbStore(rocks);
+    if (!store.ok()) return store.status();
+    slot.store = std::move(*store);
+    auto from = LoadShardLogPosition(*slot.store);
+    if (!from.ok()) return from.status();
+    PublishOwner(slot.shard, from->owner);
+    auto reader = bridge::ShardLogReader::Open(options_.log, {{slot.shard, from->next_offset}});
+    if (!reader.ok()) return reader.status();
+    storage::Store* store_ptr = slot.store.get();
+    const int32_t shard = slot.shard;
+    slot.replica = std::make_unique<ShardReplica>(
+        slot.shard, options_.self, *writer_, std::move(*reader), from->next_offset, from->owner,
+        [store_ptr](std::string_view entry, int64_t offset, bool own) {
+          // The owner's core has stored its own batches already.
+          return own ? absl::OkStatus() : StoreLoggedEntry(*store_ptr, entry, offset);
+        },
+        [this, store_ptr, shard](const ShardOwner& owner) {
+          PublishOwner(shard, owner);
+          return StoreClaim(*store_ptr, owner);
+        });
+    return absl::OkStatus();
+  }
+
+  void PublishOwner(int32_t shard, const ShardOwner& owner) {
+    std::lock_guard lock(map_mu_);
+    map_[shard] = owner;
+  }
+
+  void WorkerLoop() {
+    pthread_setname_np(pthread_self(), "feed-shards");
+    for (;;) {
+      std::deque<bridge::ShardAssignment> changes;
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait_for(lock, std::chrono::milliseconds(20),
+                     [&] { return stopping_ || !changes_.empty(); });
+        if (stopping_) return;
+        changes.swap(changes_);
+      }
+      for (const auto& change : changes) {
+        for (int32_t s : change.revoked) {
+          if (s >= 0 && s < static_cast<int32_t>(slots_.size())) slots_[s]->assigned = false;
+        }
+        for (int32_t s : change.assigned) {
+          if (s >= 0 && s < static_cast<int32_t>(slots_.size())) {
+            slots_[s]->assigned = true;
+            slots_[s]->claim_not_before = {};
+          }
+        }
+        if (!change.assigned.empty()) {
+          Log()->info("shards {} assigned to this node", fmt::join(change.assigned, ","));
+        }
+        if (!change.revoked.empty()) {
+          Log()->info("shards {} {}", fmt::join(change.revoked, ","),
+                      change.lost ? "lost (the session timed out)" : "revoked");
+        }
+      }
+      for (auto& slot : slots_) Tend(*slot);
+    }
+  }
+
+  // One step for one shard: release what this node may no longer serve, claim what it was
+  // given, and apply the log to the standbys.
+  void Tend(Slot& slot) {
+    if (slot.core != nullptr) {
+      if (!slot.assigned) {
+        Release(slot, "the group moved it");
+      } else if (absl::Status health = slot.core->health(); !health.ok()) {
+        Release(slot, std::string(health.message()));
+        slot.claim_not_before = std::chrono::steady_clock::now() + kRetryClaimAfter;
+      } else {
+        return;  // the committer drives the replica now
+      }
+    }
+    if (slot.assigned && std::chrono::steady_clock::now() >= slot.claim_not_before) {
+      if (absl::Status taken = TakeOver(slot); taken.ok()) return;
+      slot.claim_not_before = std::chrono::steady_clock::now() + kRetryClaimAfter;
+    }
+    if (absl::Status applied = slot.replica->ApplyArrived(0); !applied.ok()) {
+      Log()->error("shard {}: applying the log: {}", slot.shard, std::string(applied.message()));
+    }
+  }
+
+  absl::Status TakeOver(Slot& slot) {
+    const auto started = std::chrono::steady_clock::now();
+    if (absl::Status claimed = slot.replica->Claim(clock_.NowMillis(), options_.log_timeout_ms);
+        !claimed.ok()) {
+      Log()->warn("shard {}: claim failed: {}", slot.shard, std::string(claimed.message()));
+      return claimed;
+    }
+    core::CoreOptions core_options = options_.core;
+    core_options.replicated_log =
+        std::make_shared<ShardLogReplication>(*slot.replica, options_.log_timeout_ms);
+    auto core = core::InventoryCore::Open(*slot.store, clock_, core_options);
+    if (!core.ok()) {
+      Log()->error("shard {}: opening its core: {}", slot.shard,
+                   std::string(core.status().message()));
+      return core.status();
+    }
+    {
+      std::lock_guard lock(mu_);
+      slot.core = std::shared_ptr<core::InventoryCore>(std::move(*core));
+    }
+    Log()->info("shard {}: serving at epoch {} ({} ms from assignment to first write)", slot.shard,
+                slot.replica->ledger().owner().epoch,
+                std::chrono::duration_cast<std::chrono::milliseconds>(
+                    std::chrono::steady_clock::now() - started)
+                    .count());
+    return absl::OkStatus();
+  }
+
+  void Release(Slot& slot, const std::string& why) {
+    std::shared_ptr<core::InventoryCore> core;
+    {
+      std::lock_guard lock(mu_);
+      core.swap(slot.core);
+    }
+    if (core == nullptr) return;
+    core->Shutdown();
+    Log()->info("shard {}: no longer served here: {}", slot.shard, why);
+  }
+
+  const ClusterOptions options_;
+  const core::Clock& clock_;
+  std::unique_ptr<bridge::ShardLogWriter> writer_;
+  std::vector<std::unique_ptr<Slot>> slots_;  // fixed after Start; each tended by the worker
+  std::unique_ptr<bridge::ShardGroupMember> member_;
+  std::thread worker_;
+
+  mutable std::mutex mu_;  // slot cores, changes_, stopping_
+  std::condition_variable cv_;
+  std::deque<bridge::ShardAssignment> changes_;
+  bool stopping_ = false;
+
+  mutable std::mutex map_mu_;
+  std::vector<ShardOwner> map_;
+};
+
+absl::StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Start(ClusterOptions options,
+                                                                const core::Clock& clock) {
+  if (options.self.node_id.empty()) {
+    return absl::InvalidArgumentError("cluster: the node id is empty");
+  }
+  if (options.log.shards <= 0) {
+    return absl::InvalidArgumentError(
+        fmt::format("cluster: shards must be positive, got {}", options.log.shards));
+  }
+  auto impl = std::make_unique<Impl>(std::move(options), clock);
+  if (absl::Status started = impl->Start(); !started.ok()) return started;
+  return std::unique_ptr<ClusterNode>(new ClusterNode(std::move(impl)));
+}
+
+ClusterNode::ClusterNode(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+ClusterNode::~ClusterNode() = default;
+
+uint32_t ClusterNode::shard_count() const { return impl_->shard_count(); }
+std::shared_ptr<core::InventoryCore> ClusterNode::Core(uint32_t shard) const {
+  return impl_->Core(shard);
+}
+std::vector<ShardOwner> ClusterNode::ShardMap() const { return impl_->ShardMap(); }
+std::vector<uint32_t> ClusterNode::OwnedShards() const { return impl_->OwnedShards(); }
+
+}  // namespace feed::cluster
