@@ -1,7 +1,8 @@
-// Unit tests of the core's cluster mode hook (core/replicated_log.h), with a log in memory:
-// every sealed batch reaches the log before its caller is answered, the store records the
-// log position with the entry, and a failed append stops the core as a failed commit does.
-// The real log (Kafka, claims, fencing) is tested in tests/cluster.
+// Unit tests of the core's cluster mode hooks: the replicated log (core/replicated_log.h), with
+// a log in memory (every sealed batch reaches the log before its caller is answered, the store
+// records the log position with the entry, a failed append stops the core as a failed commit
+// does), and ids tagged with their shard. The real log (Kafka, claims, fencing) is tested in
+// tests/cluster.
 #include "core/replicated_log.h"
 #include "core_fixture.h"
 
@@ -123,6 +124,24 @@ TEST_F(ReplicationTest, AFailedAppendAnswersNoCallerStoresNothingAndStopsTheCore
   EXPECT_EQ(Level("sku-a").reserved(), 0);
   ASSERT_OK(Reserve({{"sku-a", 1}}));
   EXPECT_EQ(log_->entries().size(), 2u);
+}
+
+class TaggedIdsTest : public CoreTest {
+ protected:
+  TaggedIdsTest() { options_.generated_id_tag = "s3"; }
+};
+
+TEST_F(TaggedIdsTest, GeneratedIdsCarryTheTagAndTheSequence) {
+  ASSERT_OK(Adjust("sku-a", 10));
+  auto reserved = Reserve({{"sku-a", 1}});
+  ASSERT_OK(reserved);
+  EXPECT_EQ(reserved->reservation().reservation_id(), "rsv-s3-2");
+  ord::CreateOrderRequest order;
+  order.set_customer_id("c-1");
+  order.add_item_ids("sku-a");
+  auto created = CallSync(*core_, &InventoryCore::CreateOrder, order);
+  ASSERT_OK(created);
+  EXPECT_EQ(created->order_id(), "ord-s3-3");
 }
 
 }  // namespace

@@ -202,7 +202,9 @@ absl::StatusOr<OpenHold*> WriterState::HoldLines(
 
 const std::string& WriterState::ReservationIdPrefix() {
   if (reservation_id_prefix_.empty()) {
-    reservation_id_prefix_.append(kGeneratedReservationPrefix).append(store_id_.substr(0, 6));
+    reservation_id_prefix_.append(kGeneratedReservationPrefix)
+        .append(options_.generated_id_tag.empty() ? store_id_.substr(0, 6)
+                                                  : options_.generated_id_tag);
   }
   return reservation_id_prefix_;
 }

@@ -142,8 +142,8 @@ class WriterState {
       Batch& b, AggregatedLines& lines, std::string id, const std::string& order_id, int64_t ttl_ms,
       bool owned_by_order, google::protobuf::RepeatedPtrField<inventory::v1::StockLevel>* levels);
   absl::StatusOr<OpenHold*> FindOpenHold(Batch& b, const std::string& id);
-  // "rsv-" and the store id's first 6 characters: a generated reservation id is this, '-'
-  // and the sequence of its first event.
+  // "rsv-" and CoreOptions::generated_id_tag (default: the store id's first 6 characters): a
+  // generated reservation id is this, '-' and the sequence of its first event.
   const std::string& ReservationIdPrefix();
   inventory::v1::Reservation CloseHold(
       Batch& b, OpenHold& hold, inventory::v1::ReservationState state,

@@ -33,6 +33,10 @@ struct CoreOptions {
   Limits limits;
   // Location used when a mutation names none.
   std::string default_location = "default";
+  // What generated reservation and order ids carry after "rsv-" / "ord-" and before the
+  // sequence; empty: the store id's first 6 characters. Cluster mode sets "s<shard>", so an id
+  // names its shard on every node and across owners (the sequence continues in the log).
+  std::string generated_id_tag;
   int64_t default_hold_ttl_ms = 15 * 60 * 1000;
   // How long an idempotency key is remembered.
   int64_t idempotency_retention_ms = 24LL * 3600 * 1000;
