@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "absl/synchronization/mutex.h"
+#include "app/cluster_server.h"
 #include "app/feed_server.h"
 #include "google/protobuf/util/json_util.h"
 #include "server/config.h"
@@ -29,6 +30,24 @@ int CheckAndExit(const feed::server::ServerConfig& config) {
   return report->violation_count() == 0 ? 0 : 1;
 }
 
+// Cluster mode (--cluster-shards > 0): this node's shards until SIGTERM/SIGINT.
+int RunClusterNode(const feed::server::ServerConfig& config, const sigset_t& signals) {
+  auto server = feed::server::ClusterServer::Start(config);
+  if (!server.ok()) {
+    spdlog::critical("feed-server: cannot start: {}", server.status().ToString());
+    feed::server::ShutdownLogging();
+    return 1;
+  }
+  std::cout << "feed-server listening on " << (*server)->address() << std::endl;
+  int received = 0;
+  sigwait(&signals, &received);
+  spdlog::info("feed-server: received {}", received == SIGTERM ? "SIGTERM" : "SIGINT");
+  (*server)->Shutdown();
+  server->reset();
+  feed::server::ShutdownLogging();
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -52,6 +71,7 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  if (config.cluster.shards > 0) return RunClusterNode(config, signals);
   auto server = feed::server::FeedServer::Start(config);
   if (!server.ok()) {
     spdlog::critical("feed-server: cannot start: {}", server.status().ToString());

@@ -96,6 +96,42 @@ TEST(ConfigTest, InvalidValuesStopTheStartWithOneClearLine) {
 }
 
 // TLS and authentication flags: pairs that need each other, and --require-secure.
+TEST(ConfigTest, ClusterModeNeedsANodeIdAndBrokersAndDropsTheSingleNodeOnlyParts) {
+  auto single = Parse({});
+  ASSERT_TRUE(single.ok());
+  EXPECT_EQ(single->config->cluster.shards, 0);
+
+  auto no_id = Parse({"--cluster-shards", "12", "--kafka-brokers", "127.0.0.1:19092"});
+  ASSERT_FALSE(no_id.ok());
+  EXPECT_THAT(no_id.status().message(), HasSubstr("--cluster-node-id"));
+  auto bad_id = Parse(
+      {"--cluster-shards", "12", "--cluster-node-id", "a b", "--kafka-brokers", "127.0.0.1:19092"});
+  ASSERT_FALSE(bad_id.ok());
+  EXPECT_THAT(bad_id.status().message(), HasSubstr("got 'a b'"));
+  auto no_brokers = Parse({"--cluster-shards", "12", "--cluster-node-id", "n1"});
+  ASSERT_FALSE(no_brokers.ok());
+  EXPECT_THAT(no_brokers.status().message(), HasSubstr("--cluster-brokers"));
+  auto http = Parse({"--cluster-shards", "12", "--cluster-node-id", "n1", "--kafka-brokers",
+                     "127.0.0.1:19092", "--http-listen", "127.0.0.1:8081"});
+  ASSERT_FALSE(http.ok());
+  EXPECT_THAT(http.status().message(), HasSubstr("--http-listen: the HTTP gateway is not served"));
+  auto isr = Parse({"--cluster-shards", "12", "--cluster-node-id", "n1", "--kafka-brokers", "b:1",
+                    "--cluster-min-insync-replicas", "2"});
+  ASSERT_FALSE(isr.ok());
+  EXPECT_THAT(isr.status().message(), HasSubstr("must not exceed --cluster-replication-factor"));
+
+  auto ok = Parse({"--cluster-shards", "12", "--cluster-node-id", "node-1.a_b", "--kafka-brokers",
+                   "127.0.0.1:19092", "--listen", "127.0.0.1:7001"});
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  const auto& c = ok->config->cluster;
+  EXPECT_EQ(c.shards, 12);
+  EXPECT_EQ(c.brokers, "127.0.0.1:19092");   // from --kafka-brokers
+  EXPECT_EQ(c.advertise, "127.0.0.1:7001");  // from --listen
+  EXPECT_EQ(c.topic, "feed.shard-log.v1");
+  EXPECT_EQ(c.session_timeout_ms, 6000);
+  EXPECT_TRUE(ok->config->http.listen.empty());  // the default gateway is single-node only
+}
+
 TEST(ConfigTest, SecurityFlagsAreCheckedTogether) {
   auto half = Parse({"--tls-cert-file", "server.crt"});
   ASSERT_FALSE(half.ok());

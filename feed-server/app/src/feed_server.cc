@@ -14,19 +14,15 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
-#include "grpcpp/security/server_credentials.h"
-#include "grpcpp/security/tls_certificate_provider.h"
-#include "grpcpp/security/tls_credentials_options.h"
 #include "heap_stats.h"
 #include "http/gateway.h"
-#include "metrics_auth.h"
-#include "prometheus/exposer.h"
 #include "security/authorizer.h"
 #include "security/tls_files.h"
 #include "server/logging.h"
 #include "server/observability.h"
 #include "server/operations.h"
 #include "server/services.h"
+#include "server_setup.h"
 #include "server_status.h"
 #include "state_gauges.h"
 #include "storage/rocksdb_store.h"
@@ -38,62 +34,6 @@ namespace feed::server {
 constexpr const char* kBridgeHealthName = "feed.bridge.KafkaRelay";
 
 namespace {
-
-bool IsLoopback(const std::string& address) {
-  return address.starts_with("127.") || address.starts_with("localhost:") ||
-         address.starts_with("[::1]:");
-}
-
-// gRPC's own TLS with a file watcher, on the validated copies of the files
-// (security::StagedTlsFiles): a renewed certificate (or CA) is served without a restart,
-// files that do not load keep the previous ones.
-std::shared_ptr<grpc::ServerCredentials> GrpcCredentials(const security::TlsOptions* staged) {
-  if (staged == nullptr) return grpc::InsecureServerCredentials();
-  const security::TlsOptions& tls = *staged;
-  const auto refresh_s = static_cast<unsigned>(std::max<int64_t>(1, tls.reload_interval_ms / 1000));
-  auto provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
-      tls.key_file, tls.cert_file, tls.client_ca_file, refresh_s);
-  grpc::experimental::TlsServerCredentialsOptions options(provider);
-  options.watch_identity_key_cert_pairs();
-  if (tls.mutual()) {
-    options.watch_root_certs();
-    options.set_cert_request_type(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-  } else {
-    options.set_cert_request_type(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
-  }
-  return grpc::experimental::TlsServerCredentials(options);
-}
-
-// What a start without TLS or authentication exposes, said once, loudly.
-void WarnAboutExposure(const ServerConfig& c) {
-  if (!c.auth.enabled()) {
-    ServerLog()->warn(
-        "authentication is off: anyone who reaches {}{} can read and change every SKU's stock "
-        "(set --auth-token-file or --auth-jwt-*; --require-secure refuses to start like this)",
-        c.listen, c.http.listen.empty() ? "" : " or " + c.http.listen);
-  }
-  if (!c.tls.enabled()) {
-    ServerLog()->warn(
-        "TLS is off: calls, tokens and stock travel in plaintext (set --tls-cert-file and "
-        "--tls-key-file)");
-    for (const std::string* address : {&c.listen, &c.http.listen}) {
-      if (!address->empty() && !IsLoopback(*address)) {
-        ServerLog()->warn("{} is not a loopback address and is served without TLS", *address);
-      }
-    }
-  }
-  if (!c.kafka.brokers.empty() && c.kafka.security_protocol == "plaintext" &&
-      !c.kafka.kafka_properties.count("security.protocol") && !IsLoopback(c.kafka.brokers)) {
-    ServerLog()->warn(
-        "events go to Kafka at {} in plaintext (set --kafka-security-protocol sasl_ssl)",
-        c.kafka.brokers);
-  }
-  if (!c.metrics_listen.empty() && c.metrics_basic_auth_file.empty() &&
-      !IsLoopback(c.metrics_listen)) {
-    ServerLog()->warn("metrics on {} are served to anyone (set --metrics-basic-auth-file)",
-                      c.metrics_listen);
-  }
-}
 
 // Wakes the relay when the core publishes events (on feed-publisher).
 class RelayWaker : public core::ChangeListener {
@@ -134,10 +74,9 @@ class FeedServer::Impl {
   std::unique_ptr<AdminServiceImpl> admin_service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<http::Gateway> gateway_;
-  std::unique_ptr<prometheus::Exposer> exposer_;
+  MetricsEndpoint metrics_endpoint_;
   std::unique_ptr<security::Authorizer> auth_;
   std::unique_ptr<security::StagedTlsFiles> grpc_tls_files_;
-  std::unique_ptr<MetricsAuth> metrics_auth_;
   std::string address_;
 
   std::mutex mu_;
@@ -227,23 +166,7 @@ absl::Status FeedServer::Impl::Start() {
   builder.RegisterService(inventory_service_.get());
   builder.RegisterService(order_service_.get());
   builder.RegisterService(admin_service_.get());
-  builder.SetMaxReceiveMessageSize(config_.max_receive_message_bytes);
-  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
-                             config_.max_concurrent_streams_per_connection);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS,
-                             static_cast<int>(config_.keepalive_time_ms));
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
-                             static_cast<int>(config_.keepalive_timeout_ms));
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
-                             static_cast<int>(config_.keepalive_min_client_ping_interval_ms));
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 2);
-  if (config_.max_connection_idle_ms > 0) {
-    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
-                               static_cast<int>(config_.max_connection_idle_ms));
-  }
-  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
-                             static_cast<int>(config_.handshake_timeout_ms));
+  ApplyTransportLimits(config_, builder);
   server_ = builder.BuildAndStart();
   if (!server_ || port == 0) {
     return absl::UnavailableError(
@@ -265,24 +188,9 @@ absl::Status FeedServer::Impl::Start() {
   }
 
   if (!config_.metrics_listen.empty()) {
-    try {
-      exposer_ = std::make_unique<prometheus::Exposer>(config_.metrics_listen);
-      if (!config_.metrics_basic_auth_file.empty()) {
-        auto metrics_auth =
-            MetricsAuth::Create(config_.metrics_basic_auth_file, config_.auth.reload_interval_ms);
-        if (!metrics_auth.ok()) return metrics_auth.status();
-        metrics_auth_ = std::move(*metrics_auth);
-        exposer_->RegisterAuth(
-            [a = metrics_auth_.get()](const std::string& user, const std::string& password) {
-              return a->Check(user, password);
-            },
-            "feed-server metrics");
-      }
-      exposer_->RegisterCollectable(metrics_.registry());
-    } catch (const std::exception& e) {
-      return absl::UnavailableError(
-          fmt::format("cannot serve metrics on {}: {}", config_.metrics_listen, e.what()));
-    }
+    auto endpoint = StartMetricsEndpoint(config_, metrics_.registry());
+    if (!endpoint.ok()) return endpoint.status();
+    metrics_endpoint_ = std::move(*endpoint);
   }
   gauges_ = std::make_unique<StateGauges>(*metrics_.registry());
   if (config_.max_free_heap_mb > 0) {
@@ -362,7 +270,7 @@ void FeedServer::Impl::Shutdown() {
     core_->change_feed().Unsubscribe(waker_.get());
     relay_->Shutdown();
   }
-  exposer_.reset();
+  metrics_endpoint_.exposer.reset();
   gateway_.reset();
   server_.reset();
   store_operations_.reset();  // waits for a running audit, backup or replay

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "bridge/shard_group.h"
+#include "cluster/request_routing.h"
 #include "cluster/shard_store.h"
 #include "common/module_logger.h"
 #include "fmt/format.h"
@@ -202,6 +203,7 @@ class ClusterNode::Impl {
       return claimed;
     }
     core::CoreOptions core_options = options_.core;
+    core_options.generated_id_tag = GeneratedIdTag(static_cast<uint32_t>(slot.shard));
     core_options.replicated_log =
         std::make_shared<ShardLogReplication>(*slot.replica, options_.log_timeout_ms);
     auto core = core::InventoryCore::Open(*slot.store, clock_, core_options);

@@ -1,11 +1,54 @@
 #include "server/config.h"
 
+#include <cstdlib>
 #include <iostream>
 
 #include "CLI/CLI.hpp"
 #include "fmt/format.h"
 
 namespace feed::server {
+namespace {
+
+// Cluster mode's flags, and what it does not serve yet. `http_listen_given`: --http-listen was
+// set (otherwise its default is dropped: the gateway is single-node only).
+absl::Status ValidateCluster(ServerConfig& c, bool http_listen_given) {
+  auto& cl = c.cluster;
+  if (cl.shards == 0) return absl::OkStatus();
+  auto bad = [](std::string m) { return absl::InvalidArgumentError(std::move(m)); };
+  if (cl.node_id.empty() || cl.node_id.size() > 64 ||
+      cl.node_id.find_first_not_of(
+          "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") !=
+          std::string::npos) {
+    return bad(fmt::format(
+        "--cluster-node-id: 1..64 characters of [A-Za-z0-9._-] are required in cluster mode, "
+        "got '{}'",
+        cl.node_id));
+  }
+  if (cl.brokers.empty()) cl.brokers = c.kafka.brokers;
+  if (cl.brokers.empty()) {
+    return bad(
+        "--cluster-brokers (or --kafka-brokers): the shard log's brokers are required in "
+        "cluster mode");
+  }
+  if (cl.advertise.empty()) cl.advertise = c.listen;
+  if (cl.min_insync_replicas > cl.replication_factor) {
+    return bad(fmt::format(
+        "--cluster-min-insync-replicas ({}) must not exceed --cluster-replication-factor ({})",
+        cl.min_insync_replicas, cl.replication_factor));
+  }
+  if (http_listen_given && !c.http.listen.empty()) {
+    return bad("--http-listen: the HTTP gateway is not served in cluster mode yet");
+  }
+  c.http.listen.clear();
+  if (!c.restore_from.empty() || c.check_only || c.migrate) {
+    return bad(
+        "--restore-from, --check and --migrate work on a single node's store, not in "
+        "cluster mode");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<ParseResult> ParseServerConfig(int argc, char** argv) {
   ServerConfig c;
@@ -458,6 +501,42 @@ absl::StatusOr<ParseResult> ParseServerConfig(int argc, char** argv) {
   env(app.add_option("--reflection", c.reflection,
                      "serve gRPC reflection (without a token, like health)"),
       "FEED_REFLECTION");
+  auto& cl = c.cluster;
+  env(app.add_option("--cluster-shards", cl.shards,
+                     "cluster mode: the number of shards (fixed when the cluster is created); 0 "
+                     "runs a single node")
+          ->check(CLI::Range(0, 1024)),
+      "FEED_CLUSTER_SHARDS");
+  env(app.add_option("--cluster-node-id", cl.node_id,
+                     "this node's id, stable across restarts (the group's static member id)"),
+      "FEED_CLUSTER_NODE_ID");
+  env(app.add_option("--cluster-advertise", cl.advertise,
+                     "host:port clients reach this node at (default: --listen)"),
+      "FEED_CLUSTER_ADVERTISE");
+  env(app.add_option("--cluster-brokers", cl.brokers,
+                     "brokers of the shard log (default: --kafka-brokers)"),
+      "FEED_CLUSTER_BROKERS");
+  env(app.add_option("--cluster-topic", cl.topic, "the shard log topic (one partition a shard)"),
+      "FEED_CLUSTER_TOPIC");
+  env(app.add_option("--cluster-group", cl.group, "the consumer group that assigns the shards"),
+      "FEED_CLUSTER_GROUP");
+  env(app.add_option("--cluster-session-timeout-ms", cl.session_timeout_ms,
+                     "how long a silent node keeps its shards (the broker's minimum is 6000 "
+                     "by default)")
+          ->check(CLI::Range(int64_t{1000}, int64_t{3600000})),
+      "FEED_CLUSTER_SESSION_TIMEOUT_MS");
+  env(app.add_option("--cluster-log-timeout-ms", cl.log_timeout_ms,
+                     "how long a claim or a round of appends to the shard log may take")
+          ->check(CLI::Range(int64_t{100}, int64_t{600000})),
+      "FEED_CLUSTER_LOG_TIMEOUT_MS");
+  env(app.add_option("--cluster-replication-factor", cl.replication_factor,
+                     "replication factor of the shard log when it is created")
+          ->check(CLI::Range(1, 32)),
+      "FEED_CLUSTER_REPLICATION_FACTOR");
+  env(app.add_option("--cluster-min-insync-replicas", cl.min_insync_replicas,
+                     "min.insync.replicas of the shard log when it is created")
+          ->check(CLI::Range(1, 32)),
+      "FEED_CLUSTER_MIN_INSYNC_REPLICAS");
   env(app.add_option("--metrics-basic-auth-file", c.metrics_basic_auth_file,
                      "`user:password` lines: /metrics asks for basic authentication"),
       "FEED_METRICS_BASIC_AUTH_FILE");
@@ -507,6 +586,11 @@ absl::StatusOr<ParseResult> ParseServerConfig(int argc, char** argv) {
                          "--auth-jwt-public-key-file)"));
   }
   if (st.path.empty()) return absl::InvalidArgumentError("--data-dir: must not be empty");
+  if (absl::Status s = ValidateCluster(
+          c, app.count("--http-listen") > 0 || std::getenv("FEED_HTTP_LISTEN") != nullptr);
+      !s.ok()) {
+    return s;
+  }
   return ParseResult{std::move(c), 0};
 }
 

@@ -333,6 +333,10 @@ class FeedReactor final
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* InventoryServiceImpl::Feed(
     grpc::CallbackServerContext* ctx) {
+  if (ctx_.core == nullptr) {
+    return new RefusedStream<grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>>(
+        StreamsNotInClusterMode());
+  }
   return new FeedReactor(ctx_, ctx);
 }
 

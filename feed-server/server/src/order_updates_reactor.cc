@@ -73,6 +73,9 @@ class OrderUpdatesReactor final : public StreamReactor<grpc::ServerWriteReactor<
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* OrderServiceImpl::StreamOrderUpdates(
     grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request) {
+  if (ctx_.core == nullptr) {
+    return new RefusedStream<grpc::ServerWriteReactor<grpc::ByteBuffer>>(StreamsNotInClusterMode());
+  }
   return new OrderUpdatesReactor(ctx_, ctx, *request);
 }
 

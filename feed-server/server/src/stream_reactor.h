@@ -152,4 +152,18 @@ class StreamReactor : public GrpcReactor,
   grpc::ByteBuffer out_;
 };
 
+// A stream refused before it starts (cluster mode serves no streams yet): finishes at once with
+// `status` and deletes itself when gRPC is done with it.
+template <class GrpcReactor>
+class RefusedStream final : public GrpcReactor {
+ public:
+  explicit RefusedStream(const absl::Status& status) { this->Finish(ToGrpcStatus(status)); }
+  void OnDone() override { delete this; }
+};
+
+inline absl::Status StreamsNotInClusterMode() {
+  return absl::UnimplementedError(
+      "streams are not served in cluster mode yet (docs/CLUSTER.md); use the unary calls");
+}
+
 }  // namespace feed::server

@@ -19,13 +19,20 @@ class UnaryCall {
  public:
   UnaryCall(const ServiceContext& sc, grpc::CallbackServerContext* ctx, std::string_view method,
             grpc::ByteBuffer* response)
-      : reactor_(ctx->DefaultReactor()),
+      : ctx_(ctx),
+        reactor_(ctx->DefaultReactor()),
         response_(response),
         record_(sc.metrics, sc.access_log, method, sc.access_log ? ctx->peer() : "") {}
 
   void Finish(const absl::Status& status) {
     if (finished_.exchange(true)) return;
     record_.Finish(status);
+    // Cluster mode: another node serves the request's shard (core_router.h).
+    if (auto owner =
+            status.GetPayload(absl::string_view(kShardOwnerKey.data(), kShardOwnerKey.size()));
+        owner.has_value()) {
+      ctx_->AddTrailingMetadata(std::string(kShardOwnerKey), std::string(*owner));
+    }
     reactor_->Finish(ToGrpcStatus(status));
   }
   void Reply(const absl::Status& status, const google::protobuf::Message* reply) {
@@ -36,6 +43,7 @@ class UnaryCall {
   void set_subject(std::string subject) { record_.set_subject(std::move(subject)); }
 
  private:
+  grpc::CallbackServerContext* ctx_;
   grpc::ServerUnaryReactor* reactor_;
   grpc::ByteBuffer* response_;  // owned by gRPC until Finish
   CallRecord record_;
@@ -96,8 +104,19 @@ grpc::ServerUnaryReactor* Serve(const ServiceContext& sc, grpc::CallbackServerCo
                                 grpc::ByteBuffer* response) {
   static const Operation* const operation = FindOperation(method);
   return ServeWith<Req>(sc, ctx, method, bytes, response,
-                        [&sc](Req& request, CallOptions options, OperationDone done) {
-                          operation->Run(*sc.core, request, std::move(options), std::move(done));
+                        [&sc, method](Req& request, CallOptions options, OperationDone done) {
+                          if (sc.router == nullptr) {
+                            operation->Run(*sc.core, request, std::move(options), std::move(done));
+                            return;
+                          }
+                          auto routed = sc.router->Route(method, request);
+                          if (!routed.ok()) {
+                            std::move(done)(routed.status(), nullptr);
+                            return;
+                          }
+                          // Held until the core has the call (it answers every call it took before
+                          // it stops).
+                          operation->Run(**routed, request, std::move(options), std::move(done));
                         });
 }
 
@@ -134,6 +153,18 @@ absl::Status RejectUnparseable(const ServiceContext& sc, std::string_view method
 }
 
 // --- inventory.v1 ----------------------------------------------------------------------
+
+grpc::ServerUnaryReactor* InventoryServiceImpl::GetShardMap(grpc::CallbackServerContext* ctx,
+                                                            const grpc::ByteBuffer* request,
+                                                            grpc::ByteBuffer* response) {
+  return ServeWith<inventory::v1::GetShardMapRequest>(
+      ctx_, ctx, "inventory.v1.InventoryService/GetShardMap", request, response,
+      [sc = &ctx_](inventory::v1::GetShardMapRequest&, CallOptions, OperationDone done) {
+        inventory::v1::GetShardMapResponse map;  // a single node: no shards
+        if (sc->router != nullptr) map = sc->router->ShardMap();
+        std::move(done)(absl::OkStatus(), &map);
+      });
+}
 
 grpc::ServerUnaryReactor* InventoryServiceImpl::GetStock(grpc::CallbackServerContext* ctx,
                                                          const grpc::ByteBuffer* request,

@@ -70,6 +70,9 @@ class WatchStockReactor final : public StreamReactor<grpc::ServerWriteReactor<gr
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* InventoryServiceImpl::WatchStock(
     grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request) {
+  if (ctx_.core == nullptr) {
+    return new RefusedStream<grpc::ServerWriteReactor<grpc::ByteBuffer>>(StreamsNotInClusterMode());
+  }
   return new WatchStockReactor(ctx_, ctx, *request);
 }
 

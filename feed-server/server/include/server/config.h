@@ -43,6 +43,23 @@ struct ServerConfig {
   bridge::RelayOptions kafka;
   // The HTTP/JSON gateway (listen empty: off).
   http::HttpOptions http;
+  // Cluster mode (docs/CLUSTER.md): shards > 0 turns it on. The SKUs are spread over
+  // `shards` shards, each one partition of the shard log topic on the brokers, served by one
+  // node of the consumer group `group` at a time. Served: the unary calls (routed by shard)
+  // and GetShardMap; not yet: streams, AdminService, the HTTP gateway, the relay to the
+  // public topics.
+  struct Cluster {
+    int shards = 0;
+    std::string node_id;    // stable across restarts: [A-Za-z0-9._-], 1..64 characters
+    std::string advertise;  // host:port clients reach this node at; empty: --listen
+    std::string brokers;    // empty: --kafka-brokers
+    std::string topic = "feed.shard-log.v1";
+    std::string group = "feed-cluster";
+    int64_t session_timeout_ms = 6000;
+    int64_t log_timeout_ms = 10000;
+    int replication_factor = 1;
+    int min_insync_replicas = 1;
+  } cluster;
   // TLS of the gRPC and HTTP ports (same certificate), and who may call what.
   security::TlsOptions tls;
   security::AuthOptions auth;

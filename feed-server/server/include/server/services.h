@@ -17,6 +17,7 @@
 #include "order/v1/order.grpc.pb.h"
 #include "security/authorizer.h"
 #include "server/config.h"
+#include "server/core_router.h"
 #include "server/observability.h"
 #include "server/status.h"
 
@@ -48,6 +49,8 @@ class StreamRegistry {
 };
 
 struct ServiceContext {
+  // The single node's core; null in cluster mode, where `router` picks one per call (streams
+  // and AdminService are not served there yet: UNIMPLEMENTED).
   core::InventoryCore* core;
   Metrics* metrics;
   const ServerConfig* config;
@@ -63,6 +66,8 @@ struct ServiceContext {
   StatusFn status;
   // AdminService's audit and backups.
   admin::StoreOperations* store_operations = nullptr;
+  // Cluster mode only.
+  const CoreRouter* router = nullptr;
 };
 
 // Answers a request that could not be parsed: counted, logged (rate-limited), and returned
@@ -71,16 +76,17 @@ absl::Status RejectUnparseable(const ServiceContext& sc, std::string_view method
                                absl::Status parse_error);
 
 namespace inv_grpc = inventory::v1;
-using RawInventoryService = inv_grpc::InventoryService::WithRawCallbackMethod_BatchAdjustStock<
-    inv_grpc::InventoryService::WithRawCallbackMethod_GetStock<
-        inv_grpc::InventoryService::WithRawCallbackMethod_AdjustStock<
-            inv_grpc::InventoryService::WithRawCallbackMethod_Reserve<
-                inv_grpc::InventoryService::WithRawCallbackMethod_Commit<
-                    inv_grpc::InventoryService::WithRawCallbackMethod_Release<
-                        inv_grpc::InventoryService::WithRawCallbackMethod_GetReservation<
-                            inv_grpc::InventoryService::WithRawCallbackMethod_WatchStock<
-                                inv_grpc::InventoryService::WithRawCallbackMethod_Feed<
-                                    inv_grpc::InventoryService::Service>>>>>>>>>;
+using RawInventoryService = inv_grpc::InventoryService::WithRawCallbackMethod_GetShardMap<
+    inv_grpc::InventoryService::WithRawCallbackMethod_BatchAdjustStock<
+        inv_grpc::InventoryService::WithRawCallbackMethod_GetStock<
+            inv_grpc::InventoryService::WithRawCallbackMethod_AdjustStock<
+                inv_grpc::InventoryService::WithRawCallbackMethod_Reserve<
+                    inv_grpc::InventoryService::WithRawCallbackMethod_Commit<
+                        inv_grpc::InventoryService::WithRawCallbackMethod_Release<
+                            inv_grpc::InventoryService::WithRawCallbackMethod_GetReservation<
+                                inv_grpc::InventoryService::WithRawCallbackMethod_WatchStock<
+                                    inv_grpc::InventoryService::WithRawCallbackMethod_Feed<
+                                        inv_grpc::InventoryService::Service>>>>>>>>>>;
 using RawOrderService = order::v1::OrderService::WithRawCallbackMethod_CreateOrder<
     order::v1::OrderService::WithRawCallbackMethod_GetOrder<
         order::v1::OrderService::WithRawCallbackMethod_PayOrder<
@@ -114,6 +120,9 @@ class InventoryServiceImpl final : public RawInventoryService {
   grpc::ServerUnaryReactor* GetReservation(grpc::CallbackServerContext* ctx,
                                            const grpc::ByteBuffer* request,
                                            grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* GetShardMap(grpc::CallbackServerContext* ctx,
+                                        const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override;
   grpc::ServerWriteReactor<grpc::ByteBuffer>* WatchStock(grpc::CallbackServerContext* ctx,
                                                          const grpc::ByteBuffer* request) override;
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Feed(

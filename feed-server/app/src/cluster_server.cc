@@ -1,0 +1,217 @@
+#include "app/cluster_server.h"
+
+#include <mutex>
+
+#include "absl/strings/cord.h"
+#include "bridge/shard_log.h"
+#include "cluster/cluster_node.h"
+#include "cluster/request_routing.h"
+#include "fmt/format.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "security/authorizer.h"
+#include "security/tls_files.h"
+#include "server/logging.h"
+#include "server/observability.h"
+#include "server/operations.h"
+#include "server/services.h"
+#include "server_setup.h"
+
+namespace feed::server {
+namespace {
+
+// Routes each unary call to the core of its shard on this node (core_router.h).
+class ClusterRouter final : public CoreRouter {
+ public:
+  explicit ClusterRouter(const cluster::ClusterNode& node) : node_(node) {}
+
+  absl::StatusOr<std::shared_ptr<core::InventoryCore>> Route(
+      std::string_view method, const google::protobuf::Message& request) const override {
+    auto shard = cluster::ShardOfRequest(method, request, node_.shard_count());
+    if (!shard.ok()) return shard.status();
+    if (auto core = node_.Core(*shard)) return core;
+    const cluster::ShardOwner owner = node_.ShardMap()[*shard];
+    absl::Status elsewhere = absl::UnavailableError(
+        owner.claimed() ? fmt::format("shard {} is served by {} at {} (epoch {}); retry there",
+                                      *shard, owner.node_id, owner.address, owner.epoch)
+                        : fmt::format("shard {} has no owner yet; retry shortly", *shard));
+    if (owner.claimed() && owner.node_id != node_id_) {
+      elsewhere.SetPayload(absl::string_view(kShardOwnerKey.data(), kShardOwnerKey.size()),
+                           absl::Cord(owner.address));
+    }
+    return elsewhere;
+  }
+
+  inventory::v1::GetShardMapResponse ShardMap() const override {
+    inventory::v1::GetShardMapResponse map;
+    map.set_shard_count(node_.shard_count());
+    map.set_node_id(node_id_);
+    const std::vector<cluster::ShardOwner> owners = node_.ShardMap();
+    for (size_t s = 0; s < owners.size(); ++s) {
+      auto* entry = map.add_shards();
+      entry->set_shard(static_cast<uint32_t>(s));
+      entry->set_epoch(owners[s].epoch);
+      entry->set_node_id(owners[s].node_id);
+      entry->set_address(owners[s].address);
+    }
+    return map;
+  }
+
+  void set_node_id(std::string id) { node_id_ = std::move(id); }
+
+ private:
+  const cluster::ClusterNode& node_;
+  std::string node_id_;
+};
+
+}  // namespace
+
+class ClusterServer::Impl {
+ public:
+  explicit Impl(const ServerConfig& config)
+      : config_(config), streams_(static_cast<size_t>(config.max_open_streams)) {}
+
+  absl::Status Start() {
+    auto scopes = security::ScopeTable::FromServices(kServedServices);
+    if (!scopes.ok()) return scopes.status();
+    auto auth = security::Authorizer::Create(config_.auth, std::move(*scopes));
+    if (!auth.ok()) return auth.status();
+    auth_ = std::move(*auth);
+    if (config_.tls.enabled()) {
+      auto files = security::StagedTlsFiles::Create(config_.tls);
+      if (!files.ok()) return files.status();
+      grpc_tls_files_ = std::move(*files);
+    }
+    WarnAboutExposure(config_);
+
+    const ServerConfig::Cluster& c = config_.cluster;
+    cluster::ClusterOptions options;
+    options.self = {c.node_id, c.advertise};
+    options.log.brokers = c.brokers;
+    options.log.topic = c.topic;
+    options.log.shards = c.shards;
+    options.log.replication_factor = c.replication_factor;
+    options.log.min_insync_replicas = c.min_insync_replicas;
+    options.log.append_timeout_ms = c.log_timeout_ms;
+    options.log.client_id = "feed-" + c.node_id;
+    options.log.kafka_properties = config_.kafka.kafka_properties;
+    options.group_id = c.group;
+    options.session_timeout_ms = c.session_timeout_ms;
+    options.log_timeout_ms = c.log_timeout_ms;
+    options.data_dir = config_.storage.path;
+    options.store = config_.storage;
+    // Every shard has its own store: the memory budgets are the node's, shared out.
+    options.store.block_cache_bytes =
+        std::max<size_t>(config_.storage.block_cache_bytes / c.shards, 4u << 20);
+    options.store.memtable_budget_bytes =
+        std::max<size_t>(config_.storage.memtable_budget_bytes / c.shards, 4u << 20);
+    options.store.background_threads = 1;
+    options.core = config_.core;
+    options.core.on_batch_committed = [this](size_t commands, size_t events, double seconds) {
+      metrics_.ObserveBatch(commands, events, seconds);
+    };
+    if (absl::Status s = bridge::EnsureShardLogTopic(options.log, c.log_timeout_ms); !s.ok()) {
+      return s;
+    }
+    auto node = cluster::ClusterNode::Start(std::move(options), clock_);
+    if (!node.ok()) return node.status();
+    node_ = std::move(*node);
+    router_ = std::make_unique<ClusterRouter>(*node_);
+    router_->set_node_id(c.node_id);
+
+    if (config_.log_rpcs) {
+      access_log_ = std::make_unique<AccessLog>(config_.log_format == "json");
+    }
+    ServiceContext sc{nullptr,           &metrics_,   &config_, &streams_, access_log_.get(),
+                      &bad_request_log_, auth_.get(), nullptr,  nullptr,   router_.get()};
+    inventory_service_ = std::make_unique<InventoryServiceImpl>(sc);
+    order_service_ = std::make_unique<OrderServiceImpl>(sc);
+
+    grpc::EnableDefaultHealthCheckService(true);
+    if (config_.reflection) grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort(
+        config_.listen, GrpcCredentials(grpc_tls_files_ ? &grpc_tls_files_->staged() : nullptr),
+        &port);
+    builder.RegisterService(inventory_service_.get());
+    builder.RegisterService(order_service_.get());
+    ApplyTransportLimits(config_, builder);
+    server_ = builder.BuildAndStart();
+    if (!server_ || port == 0) {
+      return absl::UnavailableError(
+          fmt::format("cannot listen on {} (address in use or invalid)", config_.listen));
+    }
+    address_ = fmt::format("{}:{}", config_.listen.substr(0, config_.listen.rfind(':')), port);
+    auto* health = server_->GetHealthCheckService();
+    health->SetServingStatus(true);
+    health->SetServingStatus("inventory.v1.InventoryService", true);
+    health->SetServingStatus("order.v1.OrderService", true);
+    if (!config_.metrics_listen.empty()) {
+      auto endpoint = StartMetricsEndpoint(config_, metrics_.registry());
+      if (!endpoint.ok()) return endpoint.status();
+      metrics_endpoint_ = std::move(*endpoint);
+    }
+    ServerLog()->info(
+        "listening on {}{} as cluster node {} (advertised {}; {} shards on {} at {}, group {})",
+        address_, config_.tls.enabled() ? " with TLS" : "", c.node_id, c.advertise, c.shards,
+        c.topic, c.brokers, c.group);
+    return absl::OkStatus();
+  }
+
+  void Shutdown() {
+    {
+      std::lock_guard lock(mu_);
+      if (shut_down_) return;
+      shut_down_ = true;
+    }
+    ServerLog()->info("shutting down (grace {} ms)", config_.shutdown_grace_ms);
+    if (server_) {
+      server_->GetHealthCheckService()->Shutdown();
+      server_->Shutdown(std::chrono::system_clock::now() +
+                        std::chrono::milliseconds(config_.shutdown_grace_ms));
+      server_->Wait();
+    }
+    metrics_endpoint_.exposer.reset();
+    server_.reset();
+    router_.reset();
+    node_.reset();  // stops the cores and closes every shard's store
+    ServerLog()->info("stopped");
+  }
+
+  ServerConfig config_;
+  Metrics metrics_;
+  StreamRegistry streams_;
+  std::unique_ptr<AccessLog> access_log_;
+  LogRateLimit bad_request_log_{std::chrono::seconds(1)};
+  core::SystemClock clock_;
+  std::unique_ptr<security::Authorizer> auth_;
+  std::unique_ptr<security::StagedTlsFiles> grpc_tls_files_;
+  std::unique_ptr<cluster::ClusterNode> node_;
+  std::unique_ptr<ClusterRouter> router_;
+  std::unique_ptr<InventoryServiceImpl> inventory_service_;
+  std::unique_ptr<OrderServiceImpl> order_service_;
+  std::unique_ptr<grpc::Server> server_;
+  MetricsEndpoint metrics_endpoint_;
+  std::string address_;
+  std::mutex mu_;
+  bool shut_down_ = false;
+};
+
+ClusterServer::ClusterServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+ClusterServer::~ClusterServer() { Shutdown(); }
+
+absl::StatusOr<std::unique_ptr<ClusterServer>> ClusterServer::Start(const ServerConfig& config) {
+  auto impl = std::make_unique<Impl>(config);
+  if (absl::Status s = impl->Start(); !s.ok()) {
+    impl->Shutdown();
+    return s;
+  }
+  return std::unique_ptr<ClusterServer>(new ClusterServer(std::move(impl)));
+}
+
+void ClusterServer::Shutdown() { impl_->Shutdown(); }
+const std::string& ClusterServer::address() const { return impl_->address_; }
+
+}  // namespace feed::server

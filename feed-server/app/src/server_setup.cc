@@ -1,0 +1,111 @@
+#include "server_setup.h"
+
+#include "fmt/format.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/security/tls_certificate_provider.h"
+#include "grpcpp/security/tls_credentials_options.h"
+#include "server/logging.h"
+
+namespace feed::server {
+
+bool IsLoopback(const std::string& address) {
+  return address.starts_with("127.") || address.starts_with("localhost:") ||
+         address.starts_with("[::1]:");
+}
+
+// gRPC's own TLS with a file watcher, on the validated copies of the files
+// (security::StagedTlsFiles): a renewed certificate (or CA) is served without a restart,
+// files that do not load keep the previous ones.
+std::shared_ptr<grpc::ServerCredentials> GrpcCredentials(const security::TlsOptions* staged) {
+  if (staged == nullptr) return grpc::InsecureServerCredentials();
+  const security::TlsOptions& tls = *staged;
+  const auto refresh_s = static_cast<unsigned>(std::max<int64_t>(1, tls.reload_interval_ms / 1000));
+  auto provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+      tls.key_file, tls.cert_file, tls.client_ca_file, refresh_s);
+  grpc::experimental::TlsServerCredentialsOptions options(provider);
+  options.watch_identity_key_cert_pairs();
+  if (tls.mutual()) {
+    options.watch_root_certs();
+    options.set_cert_request_type(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  } else {
+    options.set_cert_request_type(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  }
+  return grpc::experimental::TlsServerCredentials(options);
+}
+
+// What a start without TLS or authentication exposes, said once, loudly.
+void WarnAboutExposure(const ServerConfig& c) {
+  if (!c.auth.enabled()) {
+    ServerLog()->warn(
+        "authentication is off: anyone who reaches {}{} can read and change every SKU's stock "
+        "(set --auth-token-file or --auth-jwt-*; --require-secure refuses to start like this)",
+        c.listen, c.http.listen.empty() ? "" : " or " + c.http.listen);
+  }
+  if (!c.tls.enabled()) {
+    ServerLog()->warn(
+        "TLS is off: calls, tokens and stock travel in plaintext (set --tls-cert-file and "
+        "--tls-key-file)");
+    for (const std::string* address : {&c.listen, &c.http.listen}) {
+      if (!address->empty() && !IsLoopback(*address)) {
+        ServerLog()->warn("{} is not a loopback address and is served without TLS", *address);
+      }
+    }
+  }
+  if (!c.kafka.brokers.empty() && c.kafka.security_protocol == "plaintext" &&
+      !c.kafka.kafka_properties.count("security.protocol") && !IsLoopback(c.kafka.brokers)) {
+    ServerLog()->warn(
+        "events go to Kafka at {} in plaintext (set --kafka-security-protocol sasl_ssl)",
+        c.kafka.brokers);
+  }
+  if (!c.metrics_listen.empty() && c.metrics_basic_auth_file.empty() &&
+      !IsLoopback(c.metrics_listen)) {
+    ServerLog()->warn("metrics on {} are served to anyone (set --metrics-basic-auth-file)",
+                      c.metrics_listen);
+  }
+}
+
+void ApplyTransportLimits(const ServerConfig& config, grpc::ServerBuilder& builder) {
+  builder.SetMaxReceiveMessageSize(config.max_receive_message_bytes);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                             config.max_concurrent_streams_per_connection);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS,
+                             static_cast<int>(config.keepalive_time_ms));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+                             static_cast<int>(config.keepalive_timeout_ms));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                             static_cast<int>(config.keepalive_min_client_ping_interval_ms));
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 2);
+  if (config.max_connection_idle_ms > 0) {
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+                               static_cast<int>(config.max_connection_idle_ms));
+  }
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
+                             static_cast<int>(config.handshake_timeout_ms));
+}
+
+absl::StatusOr<MetricsEndpoint> StartMetricsEndpoint(
+    const ServerConfig& config, const std::shared_ptr<prometheus::Registry>& registry) {
+  MetricsEndpoint endpoint;
+  try {
+    endpoint.exposer = std::make_unique<prometheus::Exposer>(config.metrics_listen);
+    if (!config.metrics_basic_auth_file.empty()) {
+      auto auth =
+          MetricsAuth::Create(config.metrics_basic_auth_file, config.auth.reload_interval_ms);
+      if (!auth.ok()) return auth.status();
+      endpoint.auth = std::move(*auth);
+      endpoint.exposer->RegisterAuth(
+          [a = endpoint.auth.get()](const std::string& user, const std::string& password) {
+            return a->Check(user, password);
+          },
+          "feed-server metrics");
+    }
+    endpoint.exposer->RegisterCollectable(registry);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(
+        fmt::format("cannot serve metrics on {}: {}", config.metrics_listen, e.what()));
+  }
+  return endpoint;
+}
+
+}  // namespace feed::server

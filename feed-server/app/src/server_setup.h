@@ -1,0 +1,40 @@
+// What both process shapes (FeedServer, a single node; ClusterServer, a cluster node) set up
+// the same way: gRPC credentials, the gRPC server's transport limits, the warnings about
+// what a start exposes, and the Prometheus endpoint.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "grpcpp/grpcpp.h"
+#include "metrics_auth.h"
+#include "prometheus/exposer.h"
+#include "prometheus/registry.h"
+#include "security/tls_files.h"
+#include "server/config.h"
+
+namespace feed::server {
+
+bool IsLoopback(const std::string& address);
+
+// gRPC's own TLS with a file watcher on the validated copies of the files
+// (security::StagedTlsFiles); plaintext when `staged` is null.
+std::shared_ptr<grpc::ServerCredentials> GrpcCredentials(const security::TlsOptions* staged);
+
+// What a start without TLS or authentication exposes, said once, loudly.
+void WarnAboutExposure(const ServerConfig& config);
+
+// Message size, keepalive, idle and handshake limits of the config.
+void ApplyTransportLimits(const ServerConfig& config, grpc::ServerBuilder& builder);
+
+// The metrics endpoint on config.metrics_listen (basic authentication with
+// --metrics-basic-auth-file); UNAVAILABLE naming the address when it cannot listen.
+struct MetricsEndpoint {
+  std::unique_ptr<MetricsAuth> auth;
+  std::unique_ptr<prometheus::Exposer> exposer;
+};
+absl::StatusOr<MetricsEndpoint> StartMetricsEndpoint(
+    const ServerConfig& config, const std::shared_ptr<prometheus::Registry>& registry);
+
+}  // namespace feed::server

@@ -1,0 +1,32 @@
+// Cluster mode's routing seen from the front door (docs/CLUSTER.md, "Routing"): which core runs
+// a unary request, and the shard map clients route by. The app wires a cluster node in
+// (app/src/cluster_server.cc); a single node has none and runs everything on its one core.
+#pragma once
+
+#include <memory>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "core/inventory_core.h"
+#include "google/protobuf/message.h"
+#include "inventory/v1/inventory.pb.h"
+
+namespace feed::server {
+
+// An UNAVAILABLE answered because another node serves the request's shard carries the owner's
+// address under this payload; the gRPC handlers send it as trailing metadata of this name.
+inline constexpr std::string_view kShardOwnerKey = "feed-shard-owner";
+
+class CoreRouter {
+ public:
+  virtual ~CoreRouter() = default;
+  // The core serving the request's shard here. UNAVAILABLE (with kShardOwnerKey when the
+  // owner is known) when another node serves it or it is being taken over; the routing
+  // errors of cluster/request_routing.h otherwise. The caller keeps the pointer until the
+  // call is handed to the core.
+  virtual absl::StatusOr<std::shared_ptr<core::InventoryCore>> Route(
+      std::string_view method, const google::protobuf::Message& request) const = 0;
+  virtual inventory::v1::GetShardMapResponse ShardMap() const = 0;
+};
+
+}  // namespace feed::server
