@@ -46,7 +46,7 @@ class RoutingClient {
   }
 
   // Calls `call(stub, ctx)` on the owner of `shard` until it is answered with anything but
-  // UNAVAILABLE / DEADLINE_EXCEEDED, or `give_up` passes (then the last status).
+  // UNAVAILABLE / DEADLINE_EXCEEDED / CANCELLED, or `give_up` passes (then the last status).
   template <class Call>
   grpc::Status OnShard(uint32_t shard, Call call, std::chrono::milliseconds give_up,
                        std::string* answered_by = nullptr) {
@@ -66,8 +66,10 @@ class RoutingClient {
         grpc::ClientContext ctx;
         ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(3));
         status = call(Stub(address), ctx);
+        // CANCELLED: the server ended the call (a node stopping); the key makes a retry safe.
         if (status.ok() || (status.error_code() != grpc::StatusCode::UNAVAILABLE &&
-                            status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED)) {
+                            status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED &&
+                            status.error_code() != grpc::StatusCode::CANCELLED)) {
           if (answered_by != nullptr) *answered_by = address;
           return status;
         }

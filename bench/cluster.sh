@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Cluster mode against single-node mode on this machine, side by side in one run (issue 23):
+# the same unary Reserve load (closed loop, 64 in flight, 10,000 SKUs, sync durability) on
+#   single   a single node (its WAL sync is the acknowledgement point);
+#   cluster  one cluster node serving all --cluster-shards shards (each batch appended to the
+#            shard log with acks=all and read back before the answer: the acknowledgement
+#            point of docs/CLUSTER.md), on the local broker of compose/kafka.sh.
+# The difference is the cost of the acknowledgement point. Results: bench/results/cluster/
+# c<CONCURRENCY>/ (JSON per run) and a table on stdout. Takes about 30 seconds.
+#
+# Env: BUILD_DIR (build), BENCH_SECONDS (10), CLUSTER_SHARDS (12), CONCURRENCY (64).
+set -euo pipefail
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$REPO"
+BUILD="${BUILD_DIR:-$REPO/build}"
+SECS="${BENCH_SECONDS:-10}"
+SHARDS="${CLUSTER_SHARDS:-12}"
+CONCURRENCY="${CONCURRENCY:-64}"
+OUT="$REPO/bench/results/cluster/c$CONCURRENCY"
+mkdir -p "$OUT"
+rm -f "$OUT"/*.json
+
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$BUILD" -j2 --target feed-server loadgen
+SERVER="$BUILD/feed-server/feed-server"
+LOADGEN="$BUILD/bench/loadgen/loadgen"
+PORT=$((30000 + RANDOM % 10000))
+ADDR="127.0.0.1:$PORT"
+WORK="$(mktemp -d /tmp/feed-cluster-bench-XXXXXX)"
+PID=""
+STARTED_KAFKA=""
+cleanup() {
+  [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null || true
+  [ -n "$STARTED_KAFKA" ] && compose/kafka.sh stop >/dev/null 2>&1 || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+say() { echo "cluster bench: $*" >&2; }
+
+if ! compose/kafka.sh status >/dev/null 2>&1; then
+  compose/kafka.sh start >/dev/null
+  STARTED_KAFKA=1
+fi
+BROKERS="$(compose/kafka.sh status)"
+
+wait_ready() {
+  for _ in $(seq 1 600); do
+    grep -q "feed-server listening on" "$1" 2>/dev/null && return 0
+    sleep 0.05
+  done
+  say "the server did not start: $(tail -3 "$1")"
+  exit 1
+}
+stop() {
+  kill -TERM "$PID" 2>/dev/null || true
+  wait "$PID" 2>/dev/null || true
+  PID=""
+}
+load() {  # load NAME
+  say "load: $1"
+  "$LOADGEN" --target "$ADDR" --json --server-pid "$PID" --scenario reserve \
+    --concurrency "$CONCURRENCY" --duration-s "$SECS" --warmup-s 2 --skus 10000 --hot-skus 0 \
+    --hot-fraction 0 --sku-prefix cluster-bench- \
+    --stock 1000000 >"$OUT/$1.json" 2>"$WORK/$1.err" || { cat "$WORK/$1.err" >&2; exit 1; }
+}
+
+"$SERVER" --listen "$ADDR" --metrics-listen "" --http-listen "" --data-dir "$WORK/single" \
+  --log-rpcs false --durability sync >"$WORK/single.log" 2>&1 &
+PID=$!
+wait_ready "$WORK/single.log"
+load single
+stop
+
+"$SERVER" --listen "$ADDR" --metrics-listen "" --data-dir "$WORK/cluster" --log-rpcs false \
+  --durability sync --cluster-shards "$SHARDS" --cluster-node-id bench-node \
+  --kafka-brokers "$BROKERS" --cluster-topic "bench-shard-log-$PORT" \
+  --cluster-group "bench-$PORT" >"$WORK/cluster.log" 2>&1 &
+PID=$!
+wait_ready "$WORK/cluster.log"
+# Serving once the group has assigned every shard and each is claimed.
+for _ in $(seq 1 200); do
+  [ "$(grep -c 'serving at epoch' "$WORK/cluster.log")" -ge "$SHARDS" ] && break
+  sleep 0.1
+done
+load cluster
+stop
+
+python3 - "$OUT" <<'PY'
+import json, sys, pathlib
+out = pathlib.Path(sys.argv[1])
+rows = {n: json.loads((out / f"{n}.json").read_text()) for n in ("single", "cluster")}
+print("| run | throughput/s | p50 ms | p99 ms | p99.9 ms | errors | server CPU (cores) |")
+print("|---|---|---|---|---|---|---|")
+for name, r in rows.items():
+    lat = {k: v / 1000 for k, v in r["latency_us"].items()}
+    print(f"| {name} | {r['throughput']:,.0f} | {lat['p50']:.2f} | {lat['p99']:.2f} | "
+          f"{lat['p999']:.2f} | {r['errors']} | {r['server_cpu_cores']} |")
+s, c = rows["single"], rows["cluster"]
+ms = lambda r, k: r["latency_us"][k] / 1000
+print(f"\ncluster / single throughput: {c['throughput'] / s['throughput']:.2f}; "
+      f"p50 {ms(c, 'p50') - ms(s, 'p50'):+.2f} ms, p99 {ms(c, 'p99') - ms(s, 'p99'):+.2f} ms")
+PY
