@@ -30,15 +30,22 @@ int CheckAndExit(const feed::server::ServerConfig& config) {
   return report->violation_count() == 0 ? 0 : 1;
 }
 
-// Cluster mode (--cluster-shards > 0): this node's shards until SIGTERM/SIGINT.
-int RunClusterNode(const feed::server::ServerConfig& config, const sigset_t& signals) {
-  auto server = feed::server::ClusterServer::Start(config);
+// Starts the server (FeedServer, or ClusterServer in cluster mode), prints the line scripts wait
+// for, serves until SIGTERM/SIGINT, stops it gracefully.
+template <class Server>
+int Serve(const feed::server::ServerConfig& config, const sigset_t& signals) {
+  auto server = Server::Start(config);
   if (!server.ok()) {
     spdlog::critical("feed-server: cannot start: {}", server.status().ToString());
     feed::server::ShutdownLogging();
     return 1;
   }
   std::cout << "feed-server listening on " << (*server)->address() << std::endl;
+  if constexpr (requires { (*server)->http_address(); }) {
+    if (!(*server)->http_address().empty()) {
+      std::cout << "feed-server http listening on " << (*server)->http_address() << std::endl;
+    }
+  }
   int received = 0;
   sigwait(&signals, &received);
   spdlog::info("feed-server: received {}", received == SIGTERM ? "SIGTERM" : "SIGINT");
@@ -71,23 +78,6 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  if (config.cluster.shards > 0) return RunClusterNode(config, signals);
-  auto server = feed::server::FeedServer::Start(config);
-  if (!server.ok()) {
-    spdlog::critical("feed-server: cannot start: {}", server.status().ToString());
-    feed::server::ShutdownLogging();
-    return 1;
-  }
-  // One line on stdout that scripts can wait for.
-  std::cout << "feed-server listening on " << (*server)->address() << std::endl;
-  if (!(*server)->http_address().empty()) {
-    std::cout << "feed-server http listening on " << (*server)->http_address() << std::endl;
-  }
-  int received = 0;
-  sigwait(&signals, &received);
-  spdlog::info("feed-server: received {}", received == SIGTERM ? "SIGTERM" : "SIGINT");
-  (*server)->Shutdown();
-  server->reset();
-  feed::server::ShutdownLogging();
-  return 0;
+  if (config.cluster.shards > 0) return Serve<feed::server::ClusterServer>(config, signals);
+  return Serve<feed::server::FeedServer>(config, signals);
 }

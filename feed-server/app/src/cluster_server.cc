@@ -73,16 +73,9 @@ class ClusterServer::Impl {
       : config_(config), streams_(static_cast<size_t>(config.max_open_streams)) {}
 
   absl::Status Start() {
-    auto scopes = security::ScopeTable::FromServices(kServedServices);
-    if (!scopes.ok()) return scopes.status();
-    auto auth = security::Authorizer::Create(config_.auth, std::move(*scopes));
-    if (!auth.ok()) return auth.status();
-    auth_ = std::move(*auth);
-    if (config_.tls.enabled()) {
-      auto files = security::StagedTlsFiles::Create(config_.tls);
-      if (!files.ok()) return files.status();
-      grpc_tls_files_ = std::move(*files);
-    }
+    auto security = SetUpSecurity(config_);
+    if (!security.ok()) return security.status();
+    security_ = std::move(*security);
     WarnAboutExposure(config_);
 
     const ServerConfig::Cluster& c = config_.cluster;
@@ -123,8 +116,16 @@ class ClusterServer::Impl {
     if (config_.log_rpcs) {
       access_log_ = std::make_unique<AccessLog>(config_.log_format == "json");
     }
-    ServiceContext sc{nullptr,           &metrics_,   &config_, &streams_, access_log_.get(),
-                      &bad_request_log_, auth_.get(), nullptr,  nullptr,   router_.get()};
+    ServiceContext sc{nullptr,
+                      &metrics_,
+                      &config_,
+                      &streams_,
+                      access_log_.get(),
+                      &bad_request_log_,
+                      security_.auth.get(),
+                      nullptr,
+                      nullptr,
+                      router_.get()};
     inventory_service_ = std::make_unique<InventoryServiceImpl>(sc);
     order_service_ = std::make_unique<OrderServiceImpl>(sc);
 
@@ -132,9 +133,7 @@ class ClusterServer::Impl {
     if (config_.reflection) grpc::reflection::InitProtoReflectionServerBuilderPlugin();
     grpc::ServerBuilder builder;
     int port = 0;
-    builder.AddListeningPort(
-        config_.listen, GrpcCredentials(grpc_tls_files_ ? &grpc_tls_files_->staged() : nullptr),
-        &port);
+    builder.AddListeningPort(config_.listen, GrpcCredentials(security_), &port);
     builder.RegisterService(inventory_service_.get());
     builder.RegisterService(order_service_.get());
     ApplyTransportLimits(config_, builder);
@@ -186,8 +185,7 @@ class ClusterServer::Impl {
   std::unique_ptr<AccessLog> access_log_;
   LogRateLimit bad_request_log_{std::chrono::seconds(1)};
   core::SystemClock clock_;
-  std::unique_ptr<security::Authorizer> auth_;
-  std::unique_ptr<security::StagedTlsFiles> grpc_tls_files_;
+  GrpcSecurity security_;
   std::unique_ptr<cluster::ClusterNode> node_;
   std::unique_ptr<ClusterRouter> router_;
   std::unique_ptr<InventoryServiceImpl> inventory_service_;

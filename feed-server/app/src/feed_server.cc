@@ -75,8 +75,7 @@ class FeedServer::Impl {
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<http::Gateway> gateway_;
   MetricsEndpoint metrics_endpoint_;
-  std::unique_ptr<security::Authorizer> auth_;
-  std::unique_ptr<security::StagedTlsFiles> grpc_tls_files_;
+  GrpcSecurity security_;
   std::string address_;
 
   std::mutex mu_;
@@ -88,16 +87,9 @@ class FeedServer::Impl {
 };
 
 absl::Status FeedServer::Impl::Start() {
-  auto scopes = security::ScopeTable::FromServices(kServedServices);
-  if (!scopes.ok()) return scopes.status();
-  auto auth = security::Authorizer::Create(config_.auth, std::move(*scopes));
-  if (!auth.ok()) return auth.status();
-  auth_ = std::move(*auth);
-  if (config_.tls.enabled()) {
-    auto files = security::StagedTlsFiles::Create(config_.tls);
-    if (!files.ok()) return files.status();
-    grpc_tls_files_ = std::move(*files);
-  }
+  auto security = SetUpSecurity(config_);
+  if (!security.ok()) return security.status();
+  security_ = std::move(*security);
   WarnAboutExposure(config_);
 
   storage::RocksDbOptions so = config_.storage;
@@ -149,7 +141,7 @@ absl::Status FeedServer::Impl::Start() {
                     &streams_,
                     access_log_.get(),
                     &bad_request_log_,
-                    auth_.get(),
+                    security_.auth.get(),
                     [this] { return Status(); },
                     store_operations_.get()};
   inventory_service_ = std::make_unique<InventoryServiceImpl>(sc);
@@ -160,9 +152,7 @@ absl::Status FeedServer::Impl::Start() {
   if (config_.reflection) grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(config_.listen,
-                           GrpcCredentials(grpc_tls_files_ ? &grpc_tls_files_->staged() : nullptr),
-                           &port);
+  builder.AddListeningPort(config_.listen, GrpcCredentials(security_), &port);
   builder.RegisterService(inventory_service_.get());
   builder.RegisterService(order_service_.get());
   builder.RegisterService(admin_service_.get());
@@ -210,7 +200,7 @@ absl::Status FeedServer::Impl::Start() {
       config_.metrics_listen.empty() ? ""
                                      : ", metrics on http://" + config_.metrics_listen + "/metrics",
       relay_ ? ", relaying to Kafka at " + config_.kafka.brokers : ", Kafka relay off",
-      auth_->enabled() ? ", authentication on" : "");
+      security_.auth->enabled() ? ", authentication on" : "");
   return absl::OkStatus();
 }
 

@@ -5,6 +5,7 @@
 #include "grpcpp/security/tls_certificate_provider.h"
 #include "grpcpp/security/tls_credentials_options.h"
 #include "server/logging.h"
+#include "server/operations.h"
 
 namespace feed::server {
 
@@ -16,9 +17,24 @@ bool IsLoopback(const std::string& address) {
 // gRPC's own TLS with a file watcher, on the validated copies of the files
 // (security::StagedTlsFiles): a renewed certificate (or CA) is served without a restart,
 // files that do not load keep the previous ones.
-std::shared_ptr<grpc::ServerCredentials> GrpcCredentials(const security::TlsOptions* staged) {
-  if (staged == nullptr) return grpc::InsecureServerCredentials();
-  const security::TlsOptions& tls = *staged;
+absl::StatusOr<GrpcSecurity> SetUpSecurity(const ServerConfig& config) {
+  GrpcSecurity security;
+  auto scopes = security::ScopeTable::FromServices(kServedServices);
+  if (!scopes.ok()) return scopes.status();
+  auto auth = security::Authorizer::Create(config.auth, std::move(*scopes));
+  if (!auth.ok()) return auth.status();
+  security.auth = std::move(*auth);
+  if (config.tls.enabled()) {
+    auto files = security::StagedTlsFiles::Create(config.tls);
+    if (!files.ok()) return files.status();
+    security.tls_files = std::move(*files);
+  }
+  return security;
+}
+
+std::shared_ptr<grpc::ServerCredentials> GrpcCredentials(const GrpcSecurity& security) {
+  if (security.tls_files == nullptr) return grpc::InsecureServerCredentials();
+  const security::TlsOptions& tls = security.tls_files->staged();
   const auto refresh_s = static_cast<unsigned>(std::max<int64_t>(1, tls.reload_interval_ms / 1000));
   auto provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
       tls.key_file, tls.cert_file, tls.client_ca_file, refresh_s);

@@ -11,6 +11,7 @@
 #include "metrics_auth.h"
 #include "prometheus/exposer.h"
 #include "prometheus/registry.h"
+#include "security/authorizer.h"
 #include "security/tls_files.h"
 #include "server/config.h"
 
@@ -18,9 +19,16 @@ namespace feed::server {
 
 bool IsLoopback(const std::string& address);
 
-// gRPC's own TLS with a file watcher on the validated copies of the files
-// (security::StagedTlsFiles); plaintext when `staged` is null.
-std::shared_ptr<grpc::ServerCredentials> GrpcCredentials(const security::TlsOptions* staged);
+// Who may call what (the scope table of the served services) and, with TLS on, the validated
+// copies of the certificate files that gRPC's file watcher serves.
+struct GrpcSecurity {
+  std::unique_ptr<security::Authorizer> auth;
+  std::unique_ptr<security::StagedTlsFiles> tls_files;  // null: plaintext
+};
+absl::StatusOr<GrpcSecurity> SetUpSecurity(const ServerConfig& config);
+
+// gRPC's own TLS with a file watcher on the staged files; plaintext without them.
+std::shared_ptr<grpc::ServerCredentials> GrpcCredentials(const GrpcSecurity& security);
 
 // What a start without TLS or authentication exposes, said once, loudly.
 void WarnAboutExposure(const ServerConfig& config);
