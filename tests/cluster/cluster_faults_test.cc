@@ -5,8 +5,9 @@
 // accepted); a restart within the session timeout (no other shard moves). After them: every
 // acknowledged reservation is readable exactly once from its shard's current owner and sits in
 // exactly one valid batch of the shard log, none in a fenced batch; per SKU the levels add up
-// and nothing is oversold. CLUSTER_FAULT_ROUNDS=N repeats the kill and pause faults N times
-// (the long mode; default 1).
+// and nothing is oversold; the public stock topic (each served shard's relay) holds every
+// event of a valid batch once after deduplication by id, nothing else, in per-SKU order.
+// CLUSTER_FAULT_ROUNDS=N repeats the kill and pause faults N times (the long mode; default 1).
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -57,6 +58,7 @@ class ClusterFaultsTest : public ::testing::Test {
   void SetUp() override {
     ASSERT_TRUE(bridge::test::EnsureBroker()) << "compose/kafka.sh could not start the broker";
     topic_ = bridge::test::UniqueName("shard-log");
+    stock_topic_ = bridge::test::UniqueName("stock");
     group_ = bridge::test::UniqueName("feed-cluster");
     root_ = std::filesystem::temp_directory_path() / bridge::test::UniqueName("feed-cluster");
     std::filesystem::create_directories(root_);
@@ -66,10 +68,12 @@ class ClusterFaultsTest : public ::testing::Test {
       nodes_.push_back(std::make_unique<NodeProcess>(
           FEED_SERVER_PATH, "node-" + std::to_string(i), base + i,
           (root_ / ("node-" + std::to_string(i))).string(),
-          std::vector<std::string>{"--cluster-shards", std::to_string(kShards), "--kafka-brokers",
-                                   bridge::test::Brokers(), "--cluster-topic", topic_,
-                                   "--cluster-group", group_, "--cluster-session-timeout-ms",
-                                   std::to_string(kSessionTimeoutMs)}));
+          std::vector<std::string>{
+              "--cluster-shards", std::to_string(kShards), "--kafka-brokers",
+              bridge::test::Brokers(), "--cluster-topic", topic_, "--cluster-group", group_,
+              "--cluster-session-timeout-ms", std::to_string(kSessionTimeoutMs),
+              "--kafka-stock-topic", stock_topic_, "--kafka-order-status-topic",
+              stock_topic_ + "-status", "--kafka-receipt-topic", stock_topic_ + "-receipts"}));
       addresses.push_back(nodes_.back()->address());
     }
     for (auto& node : nodes_) ASSERT_TRUE(node->Start());
@@ -85,7 +89,9 @@ class ClusterFaultsTest : public ::testing::Test {
         std::cerr << "logs of " << node->node_id() << ": " << node->log_file() << "\n";
     }
     for (auto& node : nodes_) node->Kill();
-    bridge::test::DeleteTopics(bridge::test::Brokers(), {topic_});
+    bridge::test::DeleteTopics(
+        bridge::test::Brokers(),
+        {topic_, stock_topic_, stock_topic_ + "-status", stock_topic_ + "-receipts"});
     if (!HasFailure()) std::filesystem::remove_all(root_);
   }
 
@@ -209,7 +215,7 @@ class ClusterFaultsTest : public ::testing::Test {
   std::vector<std::unique_ptr<NodeProcess>> nodes_;
   std::vector<std::string> addresses_;
   std::unique_ptr<RoutingClient> client_;
-  std::string topic_, group_;
+  std::string topic_, stock_topic_, group_;
   std::filesystem::path root_;
 
   std::atomic<bool> stop_{false};
@@ -225,6 +231,7 @@ struct LogAudit {
   // reservation id -> SKUs of the valid batches' reserve events carrying it (one each)
   std::map<std::string, std::vector<std::string>> valid_reservations;
   std::map<std::string, int64_t> reserved_per_sku;  // from valid reserve events
+  std::map<std::string, uint64_t> stock_events;     // event id -> sequence, valid batches
   size_t valid_batches = 0, fenced_batches = 0, claims = 0;
 };
 
@@ -265,6 +272,7 @@ LogAudit AuditLog(const std::string& topic) {
       for (const std::string& bytes : entry.events()) {
         events::v1::Event event;
         EXPECT_TRUE(event.ParseFromString(bytes));
+        if (event.has_stock_changed()) audit.stock_events[event.event_id()] = event.sequence();
         const auto& changed = event.stock_changed();
         if (changed.cause() != events::v1::STOCK_CHANGE_CAUSE_RESERVE) continue;
         audit.valid_reservations[changed.reservation_id()].push_back(changed.level().sku());
@@ -413,12 +421,46 @@ TEST_F(ClusterFaultsTest, KillPauseAndRestartLoseNoAcknowledgedReservationAndOve
     EXPECT_EQ(l.available(), l.on_hand() - l.reserved()) << Sku(i);
     EXPECT_GE(l.available(), 0) << Sku(i);
   }
+  // The public stock topic (each served shard's relay): every event of a valid batch once
+  // after deduplication by id, nothing else, and per SKU in its shard's sequence order.
+  bridge::test::TopicReader topic(bridge::test::Brokers(), {stock_topic_}, 3);
+  std::map<std::string, uint64_t> first_seen;  // event id -> sequence, first occurrences
+  std::map<std::string, uint64_t> last_per_key;
+  size_t duplicates = 0, read = 0;
+  const bool complete = topic.ReadUntil(
+      [&](const std::vector<bridge::test::ConsumedRecord>& records) {
+        for (; read < records.size(); ++read) {
+          const auto& r = records[read];
+          const std::string id = r.Header("ce_id");
+          events::v1::Event event;
+          EXPECT_TRUE(event.ParseFromString(r.value)) << id;
+          if (!first_seen.emplace(id, event.sequence()).second) {
+            ++duplicates;
+            continue;
+          }
+          EXPECT_TRUE(audit.stock_events.count(id)) << id << " is in no valid batch (invented)";
+          uint64_t& last = last_per_key[r.key];
+          EXPECT_GT(event.sequence(), last) << "key " << r.key << ": " << id << " out of order";
+          last = event.sequence();
+        }
+        return first_seen.size() >= audit.stock_events.size();
+      },
+      90s);
+  EXPECT_TRUE(complete) << first_seen.size() << " of " << audit.stock_events.size()
+                        << " stock events reached the topic";
+  for (const auto& [id, sequence] : audit.stock_events) {
+    if (!first_seen.count(id)) {
+      ADD_FAILURE() << "event " << id << " (sequence " << sequence << ") never reached the topic";
+      break;
+    }
+  }
   std::sort(failovers_ms.begin(), failovers_ms.end());
   std::cerr << "cluster faults: " << acknowledged_.size() << " reservations acknowledged, "
             << in_doubt_ << " given up in doubt; log: " << audit.valid_batches << " valid batches, "
             << audit.fenced_batches << " fenced, " << audit.claims
-            << " claims; failover after kill -9 (ms): p50 " << failovers_ms[failovers_ms.size() / 2]
-            << ", max " << failovers_ms.back() << "\n";
+            << " claims; stock topic: " << first_seen.size() << " events, " << duplicates
+            << " duplicates dropped; failover after kill -9 (ms): p50 "
+            << failovers_ms[failovers_ms.size() / 2] << ", max " << failovers_ms.back() << "\n";
   EXPECT_EQ(in_doubt_, 0u) << last_failure_;
 }
 

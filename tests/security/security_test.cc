@@ -427,7 +427,7 @@ TEST_F(SecurityTest, EveryMethodAndRouteRequiresCredentials) {
       EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << path;
     }
   }
-  EXPECT_EQ(unary, 15u);  // a new unary method must show up here
+  EXPECT_EQ(unary, 16u);  // a new unary method must show up here
   // The streams, through their stubs; a new streaming method fails this list.
   EXPECT_EQ(streaming, (std::set<std::string>{"/inventory.v1.InventoryService/WatchStock",
                                               "/inventory.v1.InventoryService/Feed",

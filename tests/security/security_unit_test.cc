@@ -229,6 +229,7 @@ TEST(ScopeTableTest, EveryServedMethodHasItsScope) {
       {"inventory.v1.InventoryService/GetStock", "stock:read"},
       {"inventory.v1.InventoryService/WatchStock", "stock:read"},
       {"inventory.v1.InventoryService/GetReservation", "stock:read"},
+      {"inventory.v1.InventoryService/GetShardMap", "stock:read"},
       {"inventory.v1.InventoryService/Reserve", "stock:reserve"},
       {"inventory.v1.InventoryService/Commit", "stock:reserve"},
       {"inventory.v1.InventoryService/Release", "stock:reserve"},

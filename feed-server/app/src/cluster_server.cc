@@ -101,6 +101,7 @@ class ClusterServer::Impl {
         std::max<size_t>(config_.storage.memtable_budget_bytes / c.shards, 4u << 20);
     options.store.background_threads = 1;
     options.core = config_.core;
+    if (!config_.kafka.brokers.empty()) options.relay = config_.kafka;
     options.core.on_batch_committed = [this](size_t commands, size_t events, double seconds) {
       metrics_.ObserveBatch(commands, events, seconds);
     };
@@ -153,9 +154,12 @@ class ClusterServer::Impl {
       metrics_endpoint_ = std::move(*endpoint);
     }
     ServerLog()->info(
-        "listening on {}{} as cluster node {} (advertised {}; {} shards on {} at {}, group {})",
+        "listening on {}{} as cluster node {} (advertised {}; {} shards on {} at {}, group {}){}",
         address_, config_.tls.enabled() ? " with TLS" : "", c.node_id, c.advertise, c.shards,
-        c.topic, c.brokers, c.group);
+        c.topic, c.brokers, c.group,
+        config_.kafka.brokers.empty()
+            ? ", relay to the public topics off"
+            : ", each served shard relaying to Kafka at " + config_.kafka.brokers);
     return absl::OkStatus();
   }
 

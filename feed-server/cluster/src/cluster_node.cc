@@ -21,6 +21,16 @@ namespace {
 
 std::shared_ptr<spdlog::logger> Log() { return ModuleLogger("cluster"); }
 
+// Wakes a shard's relay when its core publishes events (on the core's feed-publisher).
+class RelayWaker : public core::ChangeListener {
+ public:
+  explicit RelayWaker(bridge::Relay* relay) : relay_(relay) {}
+  void OnEvents(const std::vector<core::EventPtr>&) override { relay_->Notify(); }
+
+ private:
+  bridge::Relay* relay_;
+};
+
 // After a failed claim or a fenced core, the shard is claimed again this much later while the
 // group still assigns it here.
 constexpr auto kRetryClaimAfter = std::chrono::seconds(1);
@@ -102,7 +112,10 @@ class ClusterNode::Impl {
     std::unique_ptr<storage::Store> store;
     std::unique_ptr<ShardReplica> replica;
     std::shared_ptr<core::InventoryCore> core;  // set while this node serves the shard
-    bool assigned = false;                      // by the group
+    // With the core when options_.relay is set: the shard's events to the public topics.
+    std::unique_ptr<bridge::Relay> relay;
+    std::unique_ptr<RelayWaker> waker;
+    bool assigned = false;  // by the group
     std::chrono::steady_clock::time_point claim_not_before;
   };
 
@@ -212,9 +225,16 @@ class ClusterNode::Impl {
                    std::string(core.status().message()));
       return core.status();
     }
+    std::shared_ptr<core::InventoryCore> serving(std::move(*core));
+    if (options_.relay.has_value()) {
+      if (absl::Status started = StartRelay(slot, *serving); !started.ok()) {
+        serving->Shutdown();
+        return started;
+      }
+    }
     {
       std::lock_guard lock(mu_);
-      slot.core = std::shared_ptr<core::InventoryCore>(std::move(*core));
+      slot.core = std::move(serving);
     }
     Log()->info("shard {}: serving at epoch {} ({} ms from assignment to first write)", slot.shard,
                 slot.replica->ledger().owner().epoch,
@@ -232,7 +252,28 @@ class ClusterNode::Impl {
     }
     if (core == nullptr) return;
     core->Shutdown();
+    if (slot.relay != nullptr) {
+      // What it has not delivered stays in the shard's journal, in every node's copy: the
+      // next owner's relay sends it (its tail check skips what the topics hold already).
+      core->change_feed().Unsubscribe(slot.waker.get());
+      slot.relay->Shutdown();
+      slot.relay.reset();
+      slot.waker.reset();
+    }
     Log()->info("shard {}: no longer served here: {}", slot.shard, why);
+  }
+
+  absl::Status StartRelay(Slot& slot, core::InventoryCore& core) {
+    bridge::RelayOptions relay = *options_.relay;
+    relay.client_id = fmt::format("{}-{}-s{}", relay.client_id, options_.self.node_id, slot.shard);
+    auto created = bridge::Relay::Create(*slot.store, relay,
+                                         [&core] { return core.change_feed().last_sequence(); });
+    if (!created.ok()) return created.status();
+    slot.relay = std::move(*created);
+    slot.waker = std::make_unique<RelayWaker>(slot.relay.get());
+    core.change_feed().Subscribe(slot.waker.get(), UINT64_MAX);
+    slot.relay->Start();
+    return absl::OkStatus();
   }
 
   const ClusterOptions options_;

@@ -3,8 +3,9 @@
 // gRPC services as a single node. Unary calls are routed by shard: one for a shard this node
 // serves runs on its core; one for another node's shard is answered UNAVAILABLE with the
 // owner's address in the trailing metadata `feed-shard-owner`. GetShardMap answers every
-// shard's owner. Not served yet (UNIMPLEMENTED or refused at start): streams, AdminService,
-// the HTTP gateway, the relay to the public topics.
+// shard's owner. With --kafka-brokers each served shard relays its events to the public
+// topics. Not served yet (UNIMPLEMENTED or refused at start): streams, AdminService, the
+// HTTP gateway.
 //
 // Threads: gRPC's, the cluster node's (feed-members, feed-shards), each owned shard's core
 // threads (core/inventory_core.h), librdkafka's.

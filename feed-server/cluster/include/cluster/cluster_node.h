@@ -8,16 +8,19 @@
 // standby; a revoked or lost assignment does the same.
 //
 // Threads: "feed-members" polls the group (rebalance callbacks); "feed-shards" claims,
-// releases and catches the standbys up. Core(), ShardMap() and OwnedShards() are for any
+// releases and catches the standbys up; each served shard's core threads and, with
+// options.relay, its "feed-relay". Core(), ShardMap() and OwnedShards() are for any
 // thread.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "bridge/relay.h"
 #include "bridge/shard_log.h"
 #include "cluster/shard_ledger.h"
 #include "cluster/shard_replica.h"
@@ -43,6 +46,11 @@ struct ClusterOptions {
   storage::RocksDbOptions store;
   // Every shard's core (replicated_log is set per shard).
   core::CoreOptions core;
+  // Set: the owner of each shard relays its events to the public topics (bridge/relay.h), one
+  // relay per shard, from the shard's journal. A failover is a relay start from the new
+  // owner's copy: its tail check skips the events the topics hold already, so each event id
+  // is published once after deduplication, and a SKU's events stay in their shard's order.
+  std::optional<bridge::RelayOptions> relay;
 };
 
 class ClusterNode {

@@ -45,9 +45,9 @@ struct ServerConfig {
   http::HttpOptions http;
   // Cluster mode (docs/CLUSTER.md): shards > 0 turns it on. The SKUs are spread over
   // `shards` shards, each one partition of the shard log topic on the brokers, served by one
-  // node of the consumer group `group` at a time. Served: the unary calls (routed by shard)
-  // and GetShardMap; not yet: streams, AdminService, the HTTP gateway, the relay to the
-  // public topics.
+  // node of the consumer group `group` at a time. Served: the unary calls (routed by shard),
+  // GetShardMap and, with kafka.brokers, the relay of each served shard; not yet: streams,
+  // AdminService, the HTTP gateway.
   struct Cluster {
     int shards = 0;
     std::string node_id;    // stable across restarts: [A-Za-z0-9._-], 1..64 characters
