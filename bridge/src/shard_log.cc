@@ -266,6 +266,10 @@ absl::Status EnsureShardLogTopic(const ShardLogOptions& options, int64_t timeout
       return absl::InvalidArgumentError(fmt::format("shard log: topic {}: {}", options.topic, err));
     }
     rd_kafka_NewTopic_set_config(topic.get(), "unclean.leader.election.enable", "false");
+    // Kept for good: a standby or a new node rebuilds a shard from the log's first record
+    // (no snapshots yet, docs/CLUSTER.md).
+    rd_kafka_NewTopic_set_config(topic.get(), "retention.ms", "-1");
+    rd_kafka_NewTopic_set_config(topic.get(), "retention.bytes", "-1");
     rd_kafka_NewTopic_set_config(topic.get(), "min.insync.replicas",
                                  fmt::format("{}", options.min_insync_replicas).c_str());
     internal::QueueHandle queue(rd_kafka_queue_new(rk->get()));

@@ -34,8 +34,8 @@ struct ShardLogOptions {
   std::map<std::string, std::string> kafka_properties;
 };
 
-// Creates the topic when it is missing (unclean leader election off, the options' replication
-// and min.insync.replicas); FAILED_PRECONDITION when it exists with another partition count
+// Creates the topic when it is missing (unclean leader election off, records kept for good,
+// the options' replication and min.insync.replicas); FAILED_PRECONDITION when it exists with another partition count
 // than options.shards, UNAVAILABLE when the brokers do not answer in `timeout_ms`.
 absl::Status EnsureShardLogTopic(const ShardLogOptions& options, int64_t timeout_ms);
 
