@@ -10,6 +10,9 @@
   python_client_ops.py --server ADDR level SKU          prints `on_hand=.. reserved=.. available=..`
   python_client_ops.py --server ADDR order-flow SKU     an order followed to DELIVERED; prints
       `statuses=CONFIRMED,PAID,...` as follow_order saw them, and `last_seq=N`
+  python_client_ops.py --server ADDR cluster --skus N    cluster mode, through the one node
+      ADDR: N SKUs stocked, reserved, committed by id, read back, each on its owner; prints
+      `shards=S reserved=N committed=N`
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import sys
 import threading
 
 from feedclient import Client, FeedError, Line
+from feedclient.pb import inventory_pb2
 
 
 def changes(client: Client, args: argparse.Namespace) -> None:
@@ -56,6 +60,26 @@ def order_flow(client: Client, sku: str) -> None:
     print(f"last_seq={last}")
 
 
+def cluster(client: Client, skus: int) -> None:
+    shards: set[str] = set()
+    committed = 0
+    for i in range(skus):
+        sku = f"cluster-{i}"
+        client.adjust_stock(sku, 10, mode="set", reason="e2e")
+        hold = client.reserve([Line(sku, 2)])
+        rid = hold.reservation.reservation_id
+        shards.add(rid.split("-")[1])  # "rsv-s3-17" -> "s3": the shard that answered
+        client.commit(rid)
+        committed += 1
+        got = client.get_reservation(rid)
+        if got.state != inventory_pb2.RESERVATION_STATE_COMMITTED:
+            raise SystemExit(f"{rid}: state {got.state} after commit")
+        level = client.get_stock([sku]).levels[0]
+        if (level.on_hand, level.reserved) != (8, 0):
+            raise SystemExit(f"{sku}: on_hand={level.on_hand} reserved={level.reserved}")
+    print(f"shards={len(shards)} reserved={skus} committed={committed}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--server", required=True)
@@ -74,6 +98,8 @@ def main() -> int:
     p.add_argument("sku")
     p = sub.add_parser("order-flow")
     p.add_argument("sku")
+    p = sub.add_parser("cluster")
+    p.add_argument("--skus", type=int, default=40)
     args = parser.parse_args()
 
     with Client(args.server, timeout=5.0) as client:
@@ -92,6 +118,8 @@ def main() -> int:
                 print(f"on_hand={lv.on_hand} reserved={lv.reserved} available={lv.available}")
             elif args.cmd == "order-flow":
                 order_flow(client, args.sku)
+            elif args.cmd == "cluster":
+                cluster(client, args.skus)
         except FeedError as err:
             print(f"python_client_ops {args.cmd}: {err}", file=sys.stderr)
             return 1

@@ -10,7 +10,9 @@
 #   4. follow_order through an order's life to DELIVERED;
 #   5. examples/reserve.py started while the server is down, retrying until it is back, then
 #      again with the same key: one hold (replayed the second time), the level counts it once;
-#   6. examples/kafka_consumer.py on the run's three topics: every event 1..N exactly once.
+#   6. examples/kafka_consumer.py on the run's three topics: every event 1..N exactly once;
+#   7. cluster mode: three nodes sharing 12 shards, the client given one node's address: every
+#      call follows `feed-shard-owner` or the learned shard map to the node serving its shard.
 #
 # Usage: python_client_test.sh FEED_SERVER_BINARY REPO_DIR
 # Needs python3 (3.11+, with venv) and network access to PyPI the first time.
@@ -39,9 +41,10 @@ fail() {
   done
   exit 1
 }
+NODE_PIDS=()
 cleanup() {
   local pid
-  for pid in "$WATCH_PID" "$RESERVE_PID" "$SERVER_PID"; do
+  for pid in "$WATCH_PID" "$RESERVE_PID" "$SERVER_PID" "${NODE_PIDS[@]}"; do
     [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null
   done
   rm -rf "$WORK"
@@ -268,4 +271,27 @@ awk '{ split($1, s, "="); split($2, i, "="); n = split(i[2], p, "-");
 say "kafka: $N events each once ($(tail -1 "$WORK/kafka.err" | sed 's/^kafka_consumer: //'))"
 
 stop_server
+
+# --- 7. cluster mode ---------------------------------------------------------------------------
+NODES=()
+for i in 0 1 2; do
+  NODE_PORT="$(free_port)" || fail "no free port"
+  "$SERVER_BIN" --listen "127.0.0.1:$NODE_PORT" --metrics-listen "" --data-dir "$WORK/node-$i" \
+    --log-rpcs false --cluster-shards 12 --cluster-node-id "py-$i" --cluster-brokers "$BROKERS" \
+    --cluster-topic "shard-log.$SUFFIX" --cluster-group "cluster.$SUFFIX" >"$WORK/node-$i.err" 2>&1 &
+  NODE_PIDS+=("$!")
+  NODES+=("127.0.0.1:$NODE_PORT")
+done
+for _ in $(seq 1 300); do
+  [ "$(cat "$WORK"/node-*.err | grep -c 'serving at epoch')" -ge 12 ] && break
+  sleep 0.1
+done
+OUT="$("$PY" "$OPS" --server "${NODES[0]}" cluster --skus 40 2>"$WORK/cluster.err")" ||
+  fail "cluster ops through ${NODES[0]}: $(cat "$WORK/cluster.err")"
+case "$OUT" in
+  "shards="*" reserved=40 committed=40") ;;
+  *) fail "cluster ops: $OUT" ;;
+esac
+[ "${OUT%% *}" != "shards=1" ] || fail "every call answered by one shard: $OUT"
+say "cluster: $OUT through one node's address"
 echo "python_client_test: ok ($((SECONDS - START)) s)"

@@ -1,11 +1,13 @@
 """Client: the typed entry point. Unary calls get a deadline and retries (mutations always
 with one idempotency key for all their attempts); the two server streams reconnect by
-themselves. The raw stubs are there too (`client.inventory`, `client.orders`)."""
+themselves; in cluster mode a unary call follows `feed-shard-owner` to the node serving its
+shard (routing.py). The raw stubs are there too (`client.inventory`, `client.orders`)."""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Iterable, Literal, TypeVar
+import threading
+from typing import Iterable, Literal, TypeVar
 
 import grpc
 
@@ -13,6 +15,7 @@ from feedclient.channel import PathOrBytes, auth_metadata, make_channel
 from feedclient.keys import key_or_new
 from feedclient.pb import InventoryServiceStub, OrderServiceStub, inventory_pb2, order_pb2
 from feedclient.retry import OnRetry, RetryPolicy, call_with_retry
+from feedclient.routing import owner_of, shard_of_request
 from feedclient.streams import DEFAULT_RECONNECT, OrderFollow, StockWatch
 from feedclient.values import KeyLike, LineLike, as_keys, as_lines
 
@@ -21,8 +24,12 @@ R = TypeVar("R")
 _ADJUST_MODES = {"delta": inventory_pb2.ADJUST_MODE_DELTA, "set": inventory_pb2.ADJUST_MODE_SET}
 
 
+# How many times one attempt follows `feed-shard-owner` (a shard moving again meanwhile).
+_MAX_REDIRECTS = 3
+
+
 class Client:
-    """A connection to one feed server.
+    """A connection to one feed server, or to a cluster through any of its nodes.
 
     server:   "host:port".
     tls_ca:   PEM CA file (path or bytes) to verify the server with; turns TLS on.
@@ -32,6 +39,10 @@ class Client:
     retry:    attempts and backoff of unary calls (default: 6 attempts, 0.1 s doubling to 2 s).
     reconnect: attempts and backoff of stream reopening (consecutive attempts receiving nothing).
     channel:  an existing channel to use instead (then server and the TLS settings are unused).
+
+    In cluster mode (docs/CLUSTER.md) a node that does not serve a call's shard names the one
+    that does; the client calls it there, then learns the shard map (GetShardMap) and sends each
+    call of a known shard straight to its owner, with the same TLS settings and token.
     """
 
     def __init__(
@@ -59,10 +70,22 @@ class Client:
         )
         self.inventory = InventoryServiceStub(self.channel)
         self.orders = OrderServiceStub(self.channel)
+        self._channel_settings = dict(
+            tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key, options=tuple(channel_options)
+        )
+        # Cluster mode, learned on the first wrong-node answer: shard count and owners.
+        self._lock = threading.Lock()
+        self._shard_count = 0
+        self._owners: dict[int, str] = {}
+        self._nodes: dict[str, tuple[grpc.Channel, InventoryServiceStub, OrderServiceStub]] = {}
 
     def close(self) -> None:
         if self._owns_channel:
             self.channel.close()
+        with self._lock:
+            for channel, _, _ in self._nodes.values():
+                channel.close()
+            self._nodes.clear()
 
     def __enter__(self) -> "Client":
         return self
@@ -76,9 +99,9 @@ class Client:
 
     def _unary(
         self,
-        method: Callable[..., R],
+        service: Literal["inventory", "orders"],
+        name: str,
         request: object,
-        what: str,
         *,
         attempts: int | None = None,
         on_retry: OnRetry | None = None,
@@ -86,17 +109,66 @@ class Client:
         key = getattr(request, "idempotency_key", None) or None
 
         def attempt() -> R:
-            return method(request, timeout=self.timeout, metadata=self._metadata)
+            address = self._address_for(request)
+            hops = 0
+            while True:
+                stub = self._stubs(address)[0 if service == "inventory" else 1]
+                try:
+                    return getattr(stub, name)(request, timeout=self.timeout, metadata=self._metadata)
+                except grpc.RpcError as err:
+                    owner = owner_of(err)
+                    if owner is None or owner == address or hops == _MAX_REDIRECTS:
+                        raise
+                    hops += 1
+                    self._learn_owner(request, owner)
+                    address = owner
 
         return call_with_retry(
-            attempt, self._policy(attempts), what=what, idempotency_key=key, on_retry=on_retry
+            attempt, self._policy(attempts), what=name, idempotency_key=key, on_retry=on_retry
         )
+
+    # --- cluster routing (routing.py) ---------------------------------------------------------
+    def _address_for(self, request: object) -> str:
+        with self._lock:
+            if self._shard_count:
+                shard = shard_of_request(request, self._shard_count)
+                if shard is not None and shard in self._owners:
+                    return self._owners[shard]
+        return self.server
+
+    def _stubs(self, address: str) -> tuple[InventoryServiceStub, OrderServiceStub]:
+        if address == self.server:
+            return self.inventory, self.orders
+        with self._lock:
+            if address not in self._nodes:
+                channel = make_channel(address, **self._channel_settings)
+                self._nodes[address] = (channel, InventoryServiceStub(channel), OrderServiceStub(channel))
+            _, inventory, orders = self._nodes[address]
+        return inventory, orders
+
+    def _learn_owner(self, request: object, owner: str) -> None:
+        """The owner of the request's shard is `owner`; the first time, the whole map too."""
+        if not self._shard_count:
+            try:
+                shard_map = self._stubs(owner)[0].GetShardMap(
+                    inventory_pb2.GetShardMapRequest(), timeout=self.timeout, metadata=self._metadata
+                )
+            except grpc.RpcError:
+                return  # the redirect itself still goes to the owner
+            with self._lock:
+                self._shard_count = shard_map.shard_count
+                self._owners = {s.shard: s.address for s in shard_map.shards if s.epoch > 0}
+        with self._lock:
+            if self._shard_count:
+                shard = shard_of_request(request, self._shard_count)
+                if shard is not None:
+                    self._owners[shard] = owner
 
     # --- stock -----------------------------------------------------------------------------------
     def get_stock(self, keys: Iterable[KeyLike], *, attempts: int | None = None) -> inventory_pb2.GetStockResponse:
         """Levels of many keys in one call (a key with an empty location: every location)."""
         req = inventory_pb2.GetStockRequest(keys=as_keys(keys))
-        return self._unary(self.inventory.GetStock, req, "GetStock", attempts=attempts)
+        return self._unary("inventory", "GetStock", req, attempts=attempts)
 
     def adjust_stock(
         self,
@@ -124,7 +196,7 @@ class Client:
         )
         if allow_backorder is not None:
             req.allow_backorder = allow_backorder
-        return self._unary(self.inventory.AdjustStock, req, "AdjustStock", attempts=attempts, on_retry=on_retry)
+        return self._unary("inventory", "AdjustStock", req, attempts=attempts, on_retry=on_retry)
 
     def reserve(
         self,
@@ -148,7 +220,7 @@ class Client:
             order_id=order_id,
             idempotency_key=key_or_new(idempotency_key),
         )
-        return self._unary(self.inventory.Reserve, req, "Reserve", attempts=attempts, on_retry=on_retry)
+        return self._unary("inventory", "Reserve", req, attempts=attempts, on_retry=on_retry)
 
     def commit(
         self,
@@ -161,7 +233,7 @@ class Client:
         req = inventory_pb2.CommitRequest(
             reservation_id=reservation_id, idempotency_key=key_or_new(idempotency_key)
         )
-        return self._unary(self.inventory.Commit, req, "Commit", attempts=attempts, on_retry=on_retry)
+        return self._unary("inventory", "Commit", req, attempts=attempts, on_retry=on_retry)
 
     def release(
         self,
@@ -175,11 +247,11 @@ class Client:
         req = inventory_pb2.ReleaseRequest(
             reservation_id=reservation_id, reason=reason, idempotency_key=key_or_new(idempotency_key)
         )
-        return self._unary(self.inventory.Release, req, "Release", attempts=attempts, on_retry=on_retry)
+        return self._unary("inventory", "Release", req, attempts=attempts, on_retry=on_retry)
 
     def get_reservation(self, reservation_id: str) -> inventory_pb2.Reservation:
         req = inventory_pb2.GetReservationRequest(reservation_id=reservation_id)
-        return self._unary(self.inventory.GetReservation, req, "GetReservation")
+        return self._unary("inventory", "GetReservation", req)
 
     def watch_stock(
         self,
@@ -224,7 +296,7 @@ class Client:
             hold_ttl_ms=hold_ttl_ms,
             idempotency_key=key_or_new(idempotency_key),
         )
-        return self._unary(self.orders.CreateOrder, req, "CreateOrder", attempts=attempts, on_retry=on_retry)
+        return self._unary("orders", "CreateOrder", req, attempts=attempts, on_retry=on_retry)
 
     def pay_order(
         self,
@@ -240,7 +312,7 @@ class Client:
             payment_reference=payment_reference,
             idempotency_key=key_or_new(idempotency_key),
         )
-        return self._unary(self.orders.PayOrder, req, "PayOrder", attempts=attempts, on_retry=on_retry)
+        return self._unary("orders", "PayOrder", req, attempts=attempts, on_retry=on_retry)
 
     def advance_order(
         self,
@@ -260,7 +332,7 @@ class Client:
         req = order_pb2.AdvanceOrderRequest(
             order_id=order_id, target=target, details=details, idempotency_key=key_or_new(idempotency_key)
         )
-        return self._unary(self.orders.AdvanceOrder, req, "AdvanceOrder", attempts=attempts, on_retry=on_retry)
+        return self._unary("orders", "AdvanceOrder", req, attempts=attempts, on_retry=on_retry)
 
     def cancel_order(
         self,
@@ -274,10 +346,10 @@ class Client:
         req = order_pb2.CancelOrderRequest(
             order_id=order_id, reason=reason, idempotency_key=key_or_new(idempotency_key)
         )
-        return self._unary(self.orders.CancelOrder, req, "CancelOrder", attempts=attempts, on_retry=on_retry)
+        return self._unary("orders", "CancelOrder", req, attempts=attempts, on_retry=on_retry)
 
     def get_order(self, order_id: str) -> order_pb2.Order:
-        return self._unary(self.orders.GetOrder, order_pb2.GetOrderRequest(order_id=order_id), "GetOrder")
+        return self._unary("orders", "GetOrder", order_pb2.GetOrderRequest(order_id=order_id))
 
     def follow_order(self, order_id: str, *, reconnect: RetryPolicy | None = None) -> OrderFollow:
         """The order's current status, then each change, ending after a terminal status
