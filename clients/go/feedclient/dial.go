@@ -28,6 +28,7 @@ type Client struct {
 	Orders orderv1.OrderServiceClient
 
 	conn        *grpc.ClientConn
+	router      *router
 	retry       RetryPolicy
 	streamRetry RetryPolicy
 	onRetry     func(RetryInfo)
@@ -69,6 +70,10 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 		dialOpts = append(dialOpts, grpc.WithUserAgent(opts.UserAgent))
 	}
 	dialOpts = append(dialOpts, opts.DialOptions...)
+	// Cluster mode: the other nodes are dialed like this one, without the interceptor (it
+	// follows the owner itself).
+	rt := newRouter(opts.Server, dialOpts)
+	dialOpts = append(dialOpts, grpc.WithChainUnaryInterceptor(rt.intercept))
 
 	conn, err := grpc.NewClient(opts.Server, dialOpts...)
 	if err != nil {
@@ -78,6 +83,7 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 		Inventory:   inventoryv1.NewInventoryServiceClient(conn),
 		Orders:      orderv1.NewOrderServiceClient(conn),
 		conn:        conn,
+		router:      rt,
 		retry:       opts.Retry.withDefaults(DefaultRetry),
 		streamRetry: opts.StreamRetry.withDefaults(DefaultStreamRetry),
 		onRetry:     opts.OnRetry,
@@ -95,8 +101,12 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 // Conn is the underlying gRPC connection (for other stubs on the same server).
 func (c *Client) Conn() *grpc.ClientConn { return c.conn }
 
-// Close closes the connection; calls in flight end with CANCELLED.
-func (c *Client) Close() error { return c.conn.Close() }
+// Close closes the connection (and those to other cluster nodes); calls in flight end with
+// CANCELLED.
+func (c *Client) Close() error {
+	c.router.close()
+	return c.conn.Close()
+}
 
 func waitReady(ctx context.Context, conn *grpc.ClientConn) error {
 	for {
