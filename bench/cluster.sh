@@ -8,7 +8,9 @@
 # The difference is the cost of the acknowledgement point. Results: bench/results/cluster/
 # c<CONCURRENCY>/ (JSON per run) and a table on stdout. Takes about 30 seconds.
 #
-# Env: BUILD_DIR (build), BENCH_SECONDS (10), CLUSTER_SHARDS (12), CONCURRENCY (64).
+# Env: BUILD_DIR (build), BENCH_SECONDS (10), CLUSTER_SHARDS (12), CONCURRENCY (64),
+#      CLUSTER_RELAY=1 (the cluster node also relays each shard's events to the public topics,
+#      one relay per shard; results in c<CONCURRENCY>-relay/).
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
@@ -16,7 +18,8 @@ BUILD="${BUILD_DIR:-$REPO/build}"
 SECS="${BENCH_SECONDS:-10}"
 SHARDS="${CLUSTER_SHARDS:-12}"
 CONCURRENCY="${CONCURRENCY:-64}"
-OUT="$REPO/bench/results/cluster/c$CONCURRENCY"
+RELAY="${CLUSTER_RELAY:-}"
+OUT="$REPO/bench/results/cluster/c$CONCURRENCY${RELAY:+-relay}"
 mkdir -p "$OUT"
 rm -f "$OUT"/*.json
 
@@ -73,7 +76,9 @@ stop
 
 "$SERVER" --listen "$ADDR" --metrics-listen "" --data-dir "$WORK/cluster" --log-rpcs false \
   --durability sync --cluster-shards "$SHARDS" --cluster-node-id bench-node \
-  --kafka-brokers "$BROKERS" --cluster-topic "bench-shard-log-$PORT" \
+  --cluster-brokers "$BROKERS" --cluster-topic "bench-shard-log-$PORT" \
+  ${RELAY:+--kafka-brokers "$BROKERS" --kafka-stock-topic "bench-stock-$PORT"} \
+  ${RELAY:+--kafka-order-status-topic "bench-status-$PORT" --kafka-receipt-topic "bench-receipts-$PORT"} \
   --cluster-group "bench-$PORT" >"$WORK/cluster.log" 2>&1 &
 PID=$!
 wait_ready "$WORK/cluster.log"
