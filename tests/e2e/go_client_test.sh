@@ -12,7 +12,9 @@
 #   5. `kafka-consumer` reads the run's three topics: every event id once, sequences 1..N,
 #      the replies' stock changes and the order's status events and receipt among them;
 #   6. a server with TLS and tokens: the examples with a CA file and a token (or a token
-#      file); a wrong token is UNAUTHENTICATED, a token without TLS is refused by Dial.
+#      file); a wrong token is UNAUTHENTICATED, a token without TLS is refused by Dial;
+#   7. cluster mode: three nodes sharing 12 shards, the examples given one node's address:
+#      every call reaches the node serving its shard (the client follows feed-shard-owner).
 #
 # Usage: go_client_test.sh FEED_SERVER REPO
 # Needs Go, protoc and openssl (compose/dev-certs.sh); Go modules come from the module proxy, the protoc plugins go into
@@ -29,7 +31,7 @@ GO_DIR="$REPO/clients/go"
 WORK="$(mktemp -d /tmp/go-client-test-XXXXXX)"
 BIN="$WORK/bin"
 T0=$SECONDS
-SERVER_PID="" WATCH_PID="" RESERVE_PID="" FOLLOW_PID=""
+SERVER_PID="" WATCH_PID="" RESERVE_PID="" FOLLOW_PID="" NODE_PIDS=""
 
 say() { echo "go_client_test: $* (+$((SECONDS - T0)) s)" >&2; }
 FAILED=""
@@ -46,7 +48,7 @@ fail() {
 }
 cleanup() {
   local p
-  for p in $FOLLOW_PID $RESERVE_PID $WATCH_PID $SERVER_PID; do
+  for p in $FOLLOW_PID $RESERVE_PID $WATCH_PID $SERVER_PID $NODE_PIDS; do
     kill -CONT "$p" 2>/dev/null
     kill -KILL "$p" 2>/dev/null
   done
@@ -383,5 +385,33 @@ RC=$?
 RC=$?
 [ "$RC" = 1 ] && grep -q "needs TLS" "$WORK/tls-no-tls.err" || fail "a token without TLS: exit $RC, $(cat "$WORK/tls-no-tls.err")"
 stop_server
+
+# --- 7. cluster mode ---------------------------------------------------------------------
+say "cluster mode: three nodes, the examples given one node's address"
+NODES=()
+for i in 0 1 2; do
+  NODE_PORT="$(free_port)" || fail "no free port"
+  "$SERVER_BIN" --listen "127.0.0.1:$NODE_PORT" --metrics-listen "" --data-dir "$WORK/node-$i" \
+    --log-rpcs false --cluster-shards 12 --cluster-node-id "go-$i" --cluster-brokers "$BROKER" \
+    --cluster-topic "$RUN.shard-log" --cluster-group "$RUN.cluster" >"$WORK/node-$i.log" 2>&1 &
+  NODE_PIDS="$NODE_PIDS $!"
+  NODES+=("127.0.0.1:$NODE_PORT")
+done
+wait_for 60 "the cluster's 12 shards served" \
+  bash -c "[ \$(cat '$WORK'/node-*.log | grep -c 'serving at epoch') -ge 12 ]"
+SHARDS=""
+for i in $(seq 1 24); do
+  "$BIN/adjust" --server "${NODES[0]}" --set "cl-$i=10" >/dev/null 2>"$WORK/cl-adjust.err" ||
+    fail "adjust cl-$i through ${NODES[0]}: $(cat "$WORK/cl-adjust.err")"
+  "$BIN/reserve" --server "${NODES[0]}" "cl-$i:2" >"$WORK/cl-reserve.out" 2>"$WORK/cl-reserve.err" ||
+    fail "reserve cl-$i through ${NODES[0]}: $(cat "$WORK/cl-reserve.err")"
+  id="$(sed -n 's/^reservation=\(rsv-s[0-9]*\)-.*/\1/p' "$WORK/cl-reserve.out")"
+  [ -n "$id" ] || fail "reserve cl-$i: no cluster reservation id: $(cat "$WORK/cl-reserve.out")"
+  grep -q "reserved=2 available=8" "$WORK/cl-reserve.out" || fail "reserve cl-$i: $(cat "$WORK/cl-reserve.out")"
+  SHARDS="$SHARDS $id"
+done
+DISTINCT="$(echo "$SHARDS" | tr ' ' '\n' | sort -u | grep -c .)"
+[ "$DISTINCT" -gt 3 ] || fail "24 SKUs answered by only $DISTINCT shards"
+say "cluster: 24 SKUs adjusted and reserved through one node, on $DISTINCT shards"
 
 echo "go_client_test: ok ($((SECONDS - T0)) s)"
