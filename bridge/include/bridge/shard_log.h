@@ -35,8 +35,9 @@ struct ShardLogOptions {
 };
 
 // Creates the topic when it is missing (unclean leader election off, records kept for good,
-// the options' replication and min.insync.replicas); FAILED_PRECONDITION when it exists with another partition count
-// than options.shards, UNAVAILABLE when the brokers do not answer in `timeout_ms`.
+// the options' replication and min.insync.replicas); FAILED_PRECONDITION when it exists with
+// another partition count than options.shards, UNAVAILABLE when the brokers do not answer in
+// `timeout_ms`.
 absl::Status EnsureShardLogTopic(const ShardLogOptions& options, int64_t timeout_ms);
 
 class ShardLogWriter {

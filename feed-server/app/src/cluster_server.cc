@@ -7,9 +7,7 @@
 #include "cluster/cluster_node.h"
 #include "cluster/request_routing.h"
 #include "fmt/format.h"
-#include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
-#include "grpcpp/health_check_service_interface.h"
 #include "security/authorizer.h"
 #include "security/tls_files.h"
 #include "server/logging.h"
@@ -130,24 +128,11 @@ class ClusterServer::Impl {
     inventory_service_ = std::make_unique<InventoryServiceImpl>(sc);
     order_service_ = std::make_unique<OrderServiceImpl>(sc);
 
-    grpc::EnableDefaultHealthCheckService(true);
-    if (config_.reflection) grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-    grpc::ServerBuilder builder;
-    int port = 0;
-    builder.AddListeningPort(config_.listen, GrpcCredentials(security_), &port);
-    builder.RegisterService(inventory_service_.get());
-    builder.RegisterService(order_service_.get());
-    ApplyTransportLimits(config_, builder);
-    server_ = builder.BuildAndStart();
-    if (!server_ || port == 0) {
-      return absl::UnavailableError(
-          fmt::format("cannot listen on {} (address in use or invalid)", config_.listen));
-    }
-    address_ = fmt::format("{}:{}", config_.listen.substr(0, config_.listen.rfind(':')), port);
-    auto* health = server_->GetHealthCheckService();
-    health->SetServingStatus(true);
-    health->SetServingStatus("inventory.v1.InventoryService", true);
-    health->SetServingStatus("order.v1.OrderService", true);
+    auto listener =
+        StartGrpcServer(config_, security_, {inventory_service_.get(), order_service_.get()});
+    if (!listener.ok()) return listener.status();
+    server_ = std::move(listener->server);
+    address_ = std::move(listener->address);
     if (!config_.metrics_listen.empty()) {
       auto endpoint = StartMetricsEndpoint(config_, metrics_.registry());
       if (!endpoint.ok()) return endpoint.status();

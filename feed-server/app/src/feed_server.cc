@@ -11,7 +11,6 @@
 #include "core/format_migration.h"
 #include "core/history.h"
 #include "fmt/format.h"
-#include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "heap_stats.h"
@@ -148,28 +147,13 @@ absl::Status FeedServer::Impl::Start() {
   order_service_ = std::make_unique<OrderServiceImpl>(sc);
   admin_service_ = std::make_unique<AdminServiceImpl>(sc);
 
-  grpc::EnableDefaultHealthCheckService(true);
-  if (config_.reflection) grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort(config_.listen, GrpcCredentials(security_), &port);
-  builder.RegisterService(inventory_service_.get());
-  builder.RegisterService(order_service_.get());
-  builder.RegisterService(admin_service_.get());
-  ApplyTransportLimits(config_, builder);
-  server_ = builder.BuildAndStart();
-  if (!server_ || port == 0) {
-    return absl::UnavailableError(
-        fmt::format("cannot listen on {} (address in use or invalid)", config_.listen));
-  }
-  auto colon = config_.listen.rfind(':');
-  address_ = fmt::format("{}:{}", config_.listen.substr(0, colon), port);
-
-  auto* health = server_->GetHealthCheckService();
-  health->SetServingStatus(true);
-  health->SetServingStatus("inventory.v1.InventoryService", true);
-  health->SetServingStatus("order.v1.OrderService", true);
-  health->SetServingStatus(kBridgeHealthName, relay_ && relay_->kafka_reachable());
+  auto listener = StartGrpcServer(
+      config_, security_, {inventory_service_.get(), order_service_.get(), admin_service_.get()});
+  if (!listener.ok()) return listener.status();
+  server_ = std::move(listener->server);
+  address_ = std::move(listener->address);
+  server_->GetHealthCheckService()->SetServingStatus(kBridgeHealthName,
+                                                     relay_ && relay_->kafka_reachable());
 
   if (!config_.http.listen.empty()) {
     auto gateway = http::Gateway::Start(config_.http, sc, *metrics_.registry());

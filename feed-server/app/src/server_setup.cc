@@ -1,6 +1,8 @@
 #include "server_setup.h"
 
 #include "fmt/format.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/security/tls_certificate_provider.h"
 #include "grpcpp/security/tls_credentials_options.h"
@@ -80,6 +82,9 @@ void WarnAboutExposure(const ServerConfig& c) {
   }
 }
 
+namespace {
+
+// Message size, keepalive, idle and handshake limits of the config.
 void ApplyTransportLimits(const ServerConfig& config, grpc::ServerBuilder& builder) {
   builder.SetMaxReceiveMessageSize(config.max_receive_message_bytes);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
@@ -98,6 +103,32 @@ void ApplyTransportLimits(const ServerConfig& config, grpc::ServerBuilder& build
   }
   builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
                              static_cast<int>(config.handshake_timeout_ms));
+}
+
+}  // namespace
+
+absl::StatusOr<GrpcListener> StartGrpcServer(const ServerConfig& config,
+                                             const GrpcSecurity& security,
+                                             const std::vector<grpc::Service*>& services) {
+  grpc::EnableDefaultHealthCheckService(true);
+  if (config.reflection) grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(config.listen, GrpcCredentials(security), &port);
+  for (grpc::Service* service : services) builder.RegisterService(service);
+  ApplyTransportLimits(config, builder);
+  GrpcListener listener;
+  listener.server = builder.BuildAndStart();
+  if (!listener.server || port == 0) {
+    return absl::UnavailableError(
+        fmt::format("cannot listen on {} (address in use or invalid)", config.listen));
+  }
+  listener.address = fmt::format("{}:{}", config.listen.substr(0, config.listen.rfind(':')), port);
+  auto* health = listener.server->GetHealthCheckService();
+  health->SetServingStatus(true);
+  health->SetServingStatus("inventory.v1.InventoryService", true);
+  health->SetServingStatus("order.v1.OrderService", true);
+  return listener;
 }
 
 absl::StatusOr<MetricsEndpoint> StartMetricsEndpoint(

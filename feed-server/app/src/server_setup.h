@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "grpcpp/grpcpp.h"
@@ -33,8 +34,16 @@ std::shared_ptr<grpc::ServerCredentials> GrpcCredentials(const GrpcSecurity& sec
 // What a start without TLS or authentication exposes, said once, loudly.
 void WarnAboutExposure(const ServerConfig& config);
 
-// Message size, keepalive, idle and handshake limits of the config.
-void ApplyTransportLimits(const ServerConfig& config, grpc::ServerBuilder& builder);
+// The gRPC server on config.listen with `services`, the health service (SERVING for the
+// process and the inventory and order services), reflection when configured, the transport
+// limits; `address` is the "host:port" actually bound. UNAVAILABLE when it cannot listen.
+struct GrpcListener {
+  std::unique_ptr<grpc::Server> server;
+  std::string address;
+};
+absl::StatusOr<GrpcListener> StartGrpcServer(const ServerConfig& config,
+                                             const GrpcSecurity& security,
+                                             const std::vector<grpc::Service*>& services);
 
 // The metrics endpoint on config.metrics_listen (basic authentication with
 // --metrics-basic-auth-file); UNAVAILABLE naming the address when it cannot listen.
