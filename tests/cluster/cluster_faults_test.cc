@@ -62,11 +62,12 @@ class ClusterFaultsTest : public ::testing::Test {
     group_ = bridge::test::UniqueName("feed-cluster");
     root_ = std::filesystem::temp_directory_path() / bridge::test::UniqueName("feed-cluster");
     std::filesystem::create_directories(root_);
-    const int base = 30000 + static_cast<int>(getpid() % 10000) * 3 % 9000;
     std::vector<std::string> addresses;
     for (int i = 0; i < kNodes; ++i) {
+      const int port = FreeLoopbackPort();
+      ASSERT_NE(port, 0) << "no free loopback port";
       nodes_.push_back(std::make_unique<NodeProcess>(
-          FEED_SERVER_PATH, "node-" + std::to_string(i), base + i,
+          FEED_SERVER_PATH, "node-" + std::to_string(i), port,
           (root_ / ("node-" + std::to_string(i))).string(),
           std::vector<std::string>{
               "--cluster-shards", std::to_string(kShards), "--kafka-brokers",
@@ -86,7 +87,8 @@ class ClusterFaultsTest : public ::testing::Test {
     StopLoad();
     if (HasFailure()) {
       for (auto& node : nodes_)
-        std::cerr << "logs of " << node->node_id() << ": " << node->log_file() << "\n";
+        std::cerr << "logs of " << node->node_id() << ": " << node->log_file() << ", last lines:\n"
+                  << node->LogTail(25);
     }
     for (auto& node : nodes_) node->Kill();
     bridge::test::DeleteTopics(
@@ -100,6 +102,14 @@ class ClusterFaultsTest : public ::testing::Test {
     const auto deadline = Clock::now() + timeout;
     while (Clock::now() < deadline) {
       std::this_thread::sleep_for(200ms);
+      size_t running = 0;
+      for (auto& node : nodes_) {
+        if (node->Exited()) {
+          ADD_FAILURE() << node->node_id() << " exited by itself";
+          return false;
+        }
+        running += node->running() ? 1 : 0;
+      }
       if (!client_->RefreshMap()) continue;
       const inv::GetShardMapResponse map = client_->map();
       std::set<std::string> owners;
@@ -108,8 +118,6 @@ class ClusterFaultsTest : public ::testing::Test {
         all &= s.epoch() > 0;
         owners.insert(s.node_id());
       }
-      size_t running = 0;
-      for (auto& node : nodes_) running += node->running() ? 1 : 0;
       if (all && owners.size() == running && EveryOwnerAnswers()) return true;
     }
     return false;

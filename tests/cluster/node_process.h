@@ -3,18 +3,40 @@
 // directory, so that a restart is the same node coming back.
 #pragma once
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <deque>
+#include <fstream>
 #include <string>
 #include <vector>
 
 extern char** environ;
 
 namespace feed::cluster_test {
+
+// A loopback port nobody holds now, chosen by the kernel (a fixed range could collide with
+// another test's listener or a client connection's ephemeral port).
+inline int FreeLoopbackPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return 0;
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  int port = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0)
+    port = ntohs(address.sin_port);
+  close(fd);
+  return port;
+}
 
 class NodeProcess {
  public:
@@ -56,6 +78,26 @@ class NodeProcess {
   void Pause() { Signal(SIGSTOP, false); }
   void Resume() { Signal(SIGCONT, false); }
   bool running() const { return pid_ > 0; }
+  // True once the process ended by itself (e.g. it could not bind its port); reaps it.
+  bool Exited() {
+    if (pid_ <= 0) return false;
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) != pid_) return false;
+    pid_ = 0;
+    return true;
+  }
+  // The last lines of its log, for a failing test's output (CI keeps no files).
+  std::string LogTail(size_t lines) const {
+    std::ifstream in(log_file());
+    std::deque<std::string> tail;
+    for (std::string line; std::getline(in, line);) {
+      tail.push_back(std::move(line));
+      if (tail.size() > lines) tail.pop_front();
+    }
+    std::string out;
+    for (const auto& line : tail) out += "  " + line + "\n";
+    return out;
+  }
   const std::string& address() const { return address_; }
   const std::string& node_id() const { return node_id_; }
   std::string log_file() const { return data_dir_ + ".log"; }
