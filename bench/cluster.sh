@@ -27,7 +27,8 @@ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$BUILD" -j2 --target feed-server loadgen
 SERVER="$BUILD/feed-server/feed-server"
 LOADGEN="$BUILD/bench/loadgen/loadgen"
-PORT=$((30000 + RANDOM % 10000))
+. "$REPO/tests/util/free_port.sh"
+PORT="$(free_port)"
 ADDR="127.0.0.1:$PORT"
 WORK="$(mktemp -d /tmp/feed-cluster-bench-XXXXXX)"
 PID=""

@@ -14,6 +14,7 @@
 # that do), BUILD_DIR (the load generator's build).
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+. "$REPO/tests/util/free_port.sh"
 [ $# -ge 2 ] || { sed -n 2,16p "$0" >&2; exit 1; }
 SCENARIO="$1"
 shift
@@ -42,7 +43,7 @@ snapshot() {
 }
 for round in $(seq 1 "$ROUNDS"); do
   for server in "$@"; do
-    port=$((40000 + RANDOM % 10000))
+    port="$(free_port)"
     rm -rf "$WORK/data"
     "${SERVER_CPU[@]}" "$server" --listen "127.0.0.1:$port" --metrics-listen "" --http-listen "" \
       --data-dir "$WORK/data" --log-rpcs false >"$WORK/server.log" 2>&1 &

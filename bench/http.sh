@@ -15,8 +15,8 @@ OUT="$REPO/bench/results"
 mkdir -p "$OUT"
 SERVER="$BUILD/feed-server/feed-server"
 LOADGEN="$BUILD/bench/loadgen/loadgen"
-PORT=$((30000 + RANDOM % 10000))
-HTTP_PORT=$((PORT + 2))
+. "$REPO/tests/util/free_port.sh"
+PORT="$(free_port)" HTTP_PORT="$(free_port)"
 WORK="$(mktemp -d /tmp/feed-http-bench-XXXXXX)"
 PID=""
 trap '[ -n "$PID" ] && kill -9 "$PID" 2>/dev/null; rm -rf "$WORK"' EXIT

@@ -29,6 +29,7 @@
 #include "kafka_test_util.h"
 #include "node_process.h"
 #include "routing_client.h"
+#include "util/free_port.h"
 
 namespace feed::cluster_test {
 namespace {
@@ -64,7 +65,7 @@ class ClusterFaultsTest : public ::testing::Test {
     std::filesystem::create_directories(root_);
     std::vector<std::string> addresses;
     for (int i = 0; i < kNodes; ++i) {
-      const int port = FreeLoopbackPort();
+      const int port = test_util::FreeLoopbackPort();
       ASSERT_NE(port, 0) << "no free loopback port";
       nodes_.push_back(std::make_unique<NodeProcess>(
           FEED_SERVER_PATH, "node-" + std::to_string(i), port,

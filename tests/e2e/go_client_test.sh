@@ -64,18 +64,7 @@ trap cleanup EXIT
 [ -x "$SERVER_BIN" ] || fail "feed-server binary '$1' is not executable"
 command -v go >/dev/null || fail "go not found"
 
-# A port nothing listens on (bash only: no other tool needed).
-free_port() {
-  local p
-  for _ in $(seq 1 100); do
-    p=$((20000 + RANDOM % 40000))
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-      echo "$p"
-      return 0
-    fi
-  done
-  return 1
-}
+. "$(dirname "${BASH_SOURCE[0]}")/../util/free_port.sh"
 
 # wait_for SECONDS DESCRIPTION COMMAND...: polls COMMAND every 0.1 s until it succeeds.
 wait_for() {

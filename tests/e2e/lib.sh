@@ -4,7 +4,7 @@ PIDS=()
 fail() { echo "FAIL: $*" >&2; tail -5 "$WORK"/server*.log >&2 2>/dev/null; exit 1; }
 cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$WORK"; }
 trap cleanup EXIT
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+. "$(dirname "${BASH_SOURCE[0]}")/../util/free_port.sh"
 # start_server LOG ARGS...: a server on a free loopback port (no HTTP, no metrics), started
 # once it prints its line; sets PORT and PID.
 start_server() {

@@ -17,7 +17,7 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+. "$(dirname "${BASH_SOURCE[0]}")/../util/free_port.sh"
 PORT="$(free_port)" MPORT="$(free_port)" PPORT="$(free_port)"
 "$SERVER_BIN" --listen "127.0.0.1:$PORT" --metrics-listen "127.0.0.1:$MPORT" --http-listen "" \
   --data-dir "$WORK/data" --log-rpcs false >"$WORK/server.log" 2>&1 &

@@ -93,7 +93,7 @@ say "unit tests: $(tail -1 "$WORK/unit.err")"
 
 # --- the server --------------------------------------------------------------------------------
 BROKERS="$("$REPO/compose/kafka.sh" start)" || fail "no Kafka broker (compose/kafka.sh start)"
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+. "$(dirname "${BASH_SOURCE[0]}")/../util/free_port.sh"
 PORT="$(free_port)" || fail "no free port"
 ADDR="127.0.0.1:$PORT"
 SUFFIX="pyclient$$$RANDOM"

@@ -9,7 +9,8 @@ SERVER_BIN="$1"
 REPO="$2"
 export PATH="$REPO/.cache/gobin:$PATH"
 WORK="$(mktemp -d /tmp/feed-e2e-XXXXXX)"
-PORT=$((20000 + RANDOM % 20000))
+. "$REPO/tests/util/free_port.sh"
+PORT="$(free_port)" MPORT="$(free_port)" HPORT="$(free_port)"
 ADDR="127.0.0.1:$PORT"
 TOPIC_SUFFIX="e2e$RANDOM$$"
 SERVER_PID=""
@@ -32,8 +33,8 @@ else
 fi
 
 start_server() {
-  "$SERVER_BIN" --listen "$ADDR" --data-dir "$WORK/data" --metrics-listen "127.0.0.1:$((PORT + 1))" \
-    --http-listen "127.0.0.1:$((PORT + 2))" \
+  "$SERVER_BIN" --listen "$ADDR" --data-dir "$WORK/data" --metrics-listen "127.0.0.1:$MPORT" \
+    --http-listen "127.0.0.1:$HPORT" \
     "${KAFKA_ARGS[@]}" >>"$WORK/server.log" 2>&1 &
   SERVER_PID=$!
   for _ in $(seq 1 100); do
@@ -99,7 +100,7 @@ for s in CONFIRMED PAID PACKING DISPATCHED DELIVERED; do
 done
 
 # The HTTP/JSON gateway, with the README's curl commands.
-H="http://127.0.0.1:$((PORT + 2))"
+H="http://127.0.0.1:$HPORT"
 curl -sf "$H/healthz" | grep -q SERVING || fail "http health"
 curl -sf -XPOST "$H/v1/stock:adjust" -d '{"sku":"sku-201","mode":"ADJUST_MODE_SET","quantity":10}' |
   grep -q '"onHand":"10"' || fail "http adjust"
@@ -134,7 +135,7 @@ curl -sf "$H/openapi.json" | grep -q '"/v1/reservations"' || fail "openapi"
 curl -sf "$H/swaggerui/" | grep -q swagger-ui || fail "swagger ui"
 
 # Metrics.
-curl -sf "http://127.0.0.1:$((PORT + 1))/metrics" >"$WORK/metrics.out" || fail "metrics"
+curl -sf "http://127.0.0.1:$MPORT/metrics" >"$WORK/metrics.out" || fail "metrics"
 grep -q 'feed_rpc_calls_total{code="OK",method="inventory.v1.InventoryService/Reserve"}' "$WORK/metrics.out" ||
   fail "metrics: rpc calls"
 grep -q 'feed_http_requests_total{route="POST /v1/reservations",status="201"} 2' "$WORK/metrics.out" ||

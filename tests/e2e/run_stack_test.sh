@@ -15,7 +15,7 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+. "$(dirname "${BASH_SOURCE[0]}")/../util/free_port.sh"
 P="$(free_port)" H="$(free_port)" M="$(free_port)" Q="$(free_port)"
 env BUILD_DIR="$BUILD" FEED_LISTEN="127.0.0.1:$P" FEED_METRICS_LISTEN="127.0.0.1:$M" \
   PROMETHEUS_LISTEN="127.0.0.1:$Q" PROMETHEUS_STATE="$WORK/prometheus" FEED_DATA_DIR="$WORK/data" \

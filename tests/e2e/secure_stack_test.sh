@@ -10,7 +10,8 @@ SERVER_BIN="$1"
 REPO="$2"
 export PATH="$REPO/.cache/gobin:$PATH"
 WORK="$(mktemp -d /tmp/feed-secure-XXXXXX)"
-PORT=$((20000 + RANDOM % 20000))
+. "$REPO/tests/util/free_port.sh"
+PORT="$(free_port)" MPORT="$(free_port)" HPORT="$(free_port)"
 SERVER_PID=""
 
 fail() { echo "FAIL: $*" >&2; [ -f "$WORK/server.log" ] && tail -20 "$WORK/server.log" >&2; exit 1; }
@@ -38,9 +39,9 @@ fi
 grep -q "require-secure: refusing to start without TLS" "$WORK/refused.log" || fail "refusal: $(cat "$WORK/refused.log")"
 
 ADDR="localhost:$PORT"
-H="https://localhost:$((PORT + 2))"
+H="https://localhost:$HPORT"
 "$SERVER_BIN" --require-secure true --listen "127.0.0.1:$PORT" --data-dir "$WORK/data" \
-  --http-listen "127.0.0.1:$((PORT + 2))" --metrics-listen "127.0.0.1:$((PORT + 1))" \
+  --http-listen "127.0.0.1:$HPORT" --metrics-listen "127.0.0.1:$MPORT" \
   --metrics-basic-auth-file "$WORK/metrics-users.txt" \
   --tls-cert-file "$C/server.crt" --tls-key-file "$C/server.key" --tls-client-ca-file "$C/ca.crt" \
   --auth-token-file "$WORK/tokens.txt" >>"$WORK/server.log" 2>&1 &
@@ -86,7 +87,7 @@ echo "$head" | grep -q "^HTTP/1.1 403" && echo "$head" | grep -q 'insufficient_s
   fail "https reader adjust: $head"
 
 # Metrics ask for basic authentication.
-M="http://127.0.0.1:$((PORT + 1))/metrics"
+M="http://127.0.0.1:$MPORT/metrics"
 [ "$(curl -s -o /dev/null -w '%{http_code}' "$M")" = 401 ] || fail "metrics without credentials"
 curl -sf -u "prometheus:scrape-$TOKEN" "$M" | grep -q feed_rpc_calls_total || fail "metrics with credentials"
 

@@ -172,8 +172,7 @@ class ConnectionAbuse : public ::testing::Test {
             "--max-connection-idle-ms", std::to_string(IdleMs()), "--keepalive-time-ms",
             std::to_string(kKeepaliveMs), "--keepalive-timeout-ms",
             std::to_string(kKeepaliveTimeoutMs), "--keepalive-min-ping-interval-ms", "5000",
-            "--max-open-streams", std::to_string(kMaxOpenStreams)},
-        /*port_offset=*/7);
+            "--max-open-streams", std::to_string(kMaxOpenStreams)});
     ASSERT_TRUE(server_->started());
     auto channel = grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials());
     ASSERT_TRUE(

@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "util/free_port.h"
+
 extern char** environ;
 
 #ifndef FEED_SANITIZED
@@ -38,15 +40,13 @@ inline constexpr int kSlowdown = FEED_SANITIZED ? 10 : 1;
 class ServerProcess {
  public:
   // Starts `binary --listen 127.0.0.1:<port> --data-dir <tmp> --metrics-listen
-  // 127.0.0.1:<port + 20000> --http-listen "" --log-rpcs false` plus `extra_args`. `port_offset`
-  // keeps tests of one ctest run apart.
-  ServerProcess(const std::string& binary, const std::vector<std::string>& extra_args,
-                int port_offset = 0) {
+  // 127.0.0.1:<port'> --http-listen "" --log-rpcs false` plus `extra_args`, on free ports.
+  ServerProcess(const std::string& binary, const std::vector<std::string>& extra_args) {
     char tmpl[] = "/tmp/feed-reliability-XXXXXX";
     dir_ = mkdtemp(tmpl);
-    port_ = 20000 + static_cast<int>((getpid() + port_offset) % 20000);
+    port_ = test_util::FreeLoopbackPort();
     address_ = "127.0.0.1:" + std::to_string(port_);
-    metrics_address_ = "127.0.0.1:" + std::to_string(port_ + 20000);
+    metrics_address_ = "127.0.0.1:" + std::to_string(test_util::FreeLoopbackPort());
     std::vector<std::string> args = {binary,
                                      "--listen",
                                      address_,

@@ -34,9 +34,10 @@ SLICES=$(((MINUTES * 60 + SLICE - 1) / SLICE))
 [ "$SLICES" -ge 2 ] || SLICES=2
 WORK="$(mktemp -d /tmp/feed-soak-XXXXXX)"
 REPORT="${SOAK_REPORT:-$WORK/soak.md}"
-PORT=$((20000 + RANDOM % 20000))
+. "$REPO/tests/util/free_port.sh"
+PORT="$(free_port)"
 ADDR="127.0.0.1:$PORT"
-METRICS="127.0.0.1:$((PORT + 1))"
+METRICS="127.0.0.1:$(free_port)"
 SUFFIX="soak$RANDOM$$"
 PID=""
 LOADS=()
