@@ -30,6 +30,17 @@ int CheckAndExit(const feed::server::ServerConfig& config) {
   return report->violation_count() == 0 ? 0 : 1;
 }
 
+// A line scripts wait for on stdout; with --log-format json a log line like every other, so
+// that each line of the process parses.
+void Announce(const feed::server::ServerConfig& config, const std::string& line) {
+  if (config.log_format == "json") {
+    spdlog::info(line);
+    spdlog::default_logger()->flush();
+  } else {
+    std::cout << line << std::endl;
+  }
+}
+
 // Starts the server (FeedServer, or ClusterServer in cluster mode), prints the line scripts wait
 // for, serves until SIGTERM/SIGINT, stops it gracefully.
 template <class Server>
@@ -40,10 +51,10 @@ int Serve(const feed::server::ServerConfig& config, const sigset_t& signals) {
     feed::server::ShutdownLogging();
     return 1;
   }
-  std::cout << "feed-server listening on " << (*server)->address() << std::endl;
+  Announce(config, "feed-server listening on " + (*server)->address());
   if constexpr (requires { (*server)->http_address(); }) {
     if (!(*server)->http_address().empty()) {
-      std::cout << "feed-server http listening on " << (*server)->http_address() << std::endl;
+      Announce(config, "feed-server http listening on " + (*server)->http_address());
     }
   }
   int received = 0;

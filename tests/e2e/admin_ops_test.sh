@@ -68,4 +68,17 @@ grep -q "store id $STORE_ID" "$WORK/server-restored.log" && fail "the restored s
   --data-dir "$WORK/restored" --restore-from "$WORK/backups/nightly" >"$WORK/server-refused.log" 2>&1
 [ $? = 1 ] || fail "a restore into a non-empty folder should exit 1"
 grep -q "is not empty" "$WORK/server-refused.log" || fail "refusal: $(cat "$WORK/server-refused.log")"
+# --log-format json: every line of the process is one JSON object (a shipper parses them
+# all), the server's own lines with "msg" and the access log's with its fields.
+LOG_RPCS=true start_server "$WORK/server-json.log" --data-dir "$WORK/json-data" --log-format json
+expect 0 "$F" --server "127.0.0.1:$PORT" stock adjust sku-1 5 --set
+stop_server
+python3 - "$WORK/server-json.log" <<'PY' || fail "json log: $(head -c 600 "$WORK/server-json.log")"
+import json, sys
+lines = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
+assert all({"ts", "level", "logger"} <= l.keys() for l in lines), "a line without ts/level/logger"
+assert any("msg" in l and "listening on" in l["msg"] for l in lines), "no startup line"
+assert any(l["logger"] == "rpc" and "msg" not in l for l in lines), "no access line"
+assert any(l["logger"] != "rpc" and "msg" in l for l in lines if l["logger"] != "feed"), "no module line"
+PY
 echo "admin_ops_test: ok"

@@ -29,11 +29,17 @@ void SetupLogging(const std::string& format, const std::string& level) {
   // Asynchronous loggers keep stdout writes off the request path; when the queue is full the
   // oldest lines are dropped rather than blocking a request.
   spdlog::init_thread_pool(65536, 1);
+  // A sink holds the formatter (a logger's set_pattern sets its sinks'), so the access logs,
+  // whose lines are formatted apart, write through a sink of their own. One logging thread
+  // writes both: lines do not interleave.
   auto sink = std::make_shared<spdlog::sinks::stdout_sink_mt>();
+  auto access_sink = std::make_shared<spdlog::sinks::stdout_sink_mt>();
   auto make = [&](const std::string& name) {
+    const bool access = name == "rpc" || name == "http";
     auto logger = std::make_shared<spdlog::async_logger>(
-        name, sink, spdlog::thread_pool(), spdlog::async_overflow_policy::overrun_oldest);
-    if (format == "json" && (name == "rpc" || name == "http")) {
+        name, access ? access_sink : sink, spdlog::thread_pool(),
+        spdlog::async_overflow_policy::overrun_oldest);
+    if (format == "json" && access) {
       // The access logs write their fields themselves (AccessLog, HttpAccessLog).
       logger->set_pattern(R"({"ts":"%Y-%m-%dT%H:%M:%S.%fZ","level":"%l","logger":"%n",%v})");
     } else if (format == "json") {
