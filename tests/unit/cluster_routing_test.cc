@@ -106,5 +106,37 @@ TEST(RequestRoutingTest, ClientChosenReservationIdsAndUnroutedMethodsAreRefused)
             absl::StatusCode::kUnimplemented);
 }
 
+// The opening request of a stream routes like a unary call; watching every SKU (no filter)
+// is refused in cluster mode, naming the field.
+TEST(RequestRoutingTest, StreamsOfOneShardAreRoutedAndOthersRefused) {
+  inv::WatchStockRequest watch;
+  watch.add_keys()->set_sku("sku-1");
+  watch.add_sku("sku-1");
+  EXPECT_EQ(*ShardOfRequest("inventory.v1.InventoryService/WatchStock", watch, kShards), 4u);
+  ord::OrderSubscriptionRequest order;
+  order.set_order_id("ord-s5-2");
+  EXPECT_EQ(*ShardOfRequest("order.v1.OrderService/StreamOrderUpdates", order, kShards), 5u);
+  order.set_order_id("o-1");
+  EXPECT_EQ(
+      ShardOfRequest("order.v1.OrderService/StreamOrderUpdates", order, kShards).status().code(),
+      absl::StatusCode::kInvalidArgument);
+
+  inv::WatchStockRequest everything;
+  auto all = ShardOfRequest("inventory.v1.InventoryService/WatchStock", everything, kShards);
+  EXPECT_EQ(all.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(all.status().message().find("keys: in cluster mode a stream follows"),
+            std::string::npos)
+      << all.status();
+  const auto [a, b] = SkusOnTwoShards();
+  inv::WatchStockRequest across;
+  across.add_sku(a);
+  across.add_sku(b);
+  EXPECT_EQ(
+      ShardOfRequest("inventory.v1.InventoryService/WatchStock", across, kShards).status().code(),
+      absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ShardOfRequest("inventory.v1.InventoryService/Feed", across, kShards).status().code(),
+            absl::StatusCode::kUnimplemented);
+}
+
 }  // namespace
 }  // namespace feed::cluster

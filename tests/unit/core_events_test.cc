@@ -207,5 +207,45 @@ TEST(ChangeFeedTest, ResetStartsAfterTheCommittedSequence) {
   feed.Unsubscribe(&rec);
 }
 
+// A closed feed (cluster mode: the shard moved away) tells every listener, keyed or not, once,
+// delivers nothing after, and tells a later subscriber at once without registering it.
+TEST(ChangeFeedTest, CloseTellsEveryListenerOnceAndLaterSubscribersAtOnce) {
+  struct Closing : ChangeListener {
+    void OnEvents(const std::vector<EventPtr>& events) override { delivered += events.size(); }
+    void OnClosed(const absl::Status& why) override { closes.push_back(why); }
+    size_t delivered = 0;
+    std::vector<absl::Status> closes;
+  };
+  ChangeFeed feed(10);
+  Closing all, keyed, late;
+  feed.Subscribe(&all, UINT64_MAX);
+  feed.Subscribe(&keyed, UINT64_MAX, {"sku-1"});
+  feed.Close(absl::UnavailableError("shard 3 moved"));
+  feed.Close(absl::UnavailableError("again"));  // once only
+  EXPECT_EQ(feed.listeners(), 0u);
+  auto e = std::make_shared<ev::Event>();
+  e->set_sequence(1);
+  e->set_key("sku-1");
+  feed.Publish({e});
+  for (Closing* l : {&all, &keyed}) {
+    EXPECT_EQ(l->delivered, 0u);
+    ASSERT_EQ(l->closes.size(), 1u);
+    EXPECT_EQ(l->closes[0].code(), absl::StatusCode::kUnavailable);
+    EXPECT_EQ(l->closes[0].message(), "shard 3 moved");
+  }
+  feed.Subscribe(&late, 0, {"sku-1"});
+  ASSERT_EQ(late.closes.size(), 1u);
+  EXPECT_EQ(late.closes[0].message(), "shard 3 moved");
+  EXPECT_EQ(feed.listeners(), 0u);
+  feed.Unsubscribe(&late);  // harmless after the close
+
+  ChangeFeed ended(10);
+  Closing plain;
+  ended.Subscribe(&plain, UINT64_MAX);
+  ended.Close(absl::OkStatus());  // an OK reason still ends it, as UNAVAILABLE
+  ASSERT_EQ(plain.closes.size(), 1u);
+  EXPECT_EQ(plain.closes[0].code(), absl::StatusCode::kUnavailable);
+}
+
 }  // namespace
 }  // namespace feed::core_test

@@ -252,6 +252,12 @@ class ClusterNode::Impl {
     }
     if (core == nullptr) return;
     core->Shutdown();
+    // Its streams end: the client resumes from its last sequence on the new owner, whose core
+    // continues the same sequence (it recovers from the same log).
+    core->change_feed().Close(absl::UnavailableError(fmt::format(
+        "shard {} is no longer served by this node ({}); GetShardMap names its owner; resume "
+        "there after the last sequence received",
+        slot.shard, why)));
     if (slot.relay != nullptr) {
       // What it has not delivered stays in the shard's journal, in every node's copy: the
       // next owner's relay sends it (its tail check skips what the topics hold already).

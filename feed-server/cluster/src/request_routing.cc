@@ -72,6 +72,18 @@ absl::StatusOr<uint32_t> ShardOfRequest(std::string_view method,
         for (const auto& sku : r.sku()) add(sku);
       });
     }
+    if (name == "WatchStock") {
+      const auto& r = static_cast<const inv::WatchStockRequest&>(request);
+      if (r.keys().empty() && r.sku().empty()) {
+        return absl::FailedPreconditionError(
+            "keys: in cluster mode a stream follows the SKUs of one shard; name them (keys or "
+            "sku): watching every SKU is not served yet (docs/CLUSTER.md)");
+      }
+      return ShardOfSkus("keys", shard_count, [&](auto add) {
+        for (const auto& key : r.keys()) add(key.sku());
+        for (const auto& sku : r.sku()) add(sku);
+      });
+    }
     if (name == "AdjustStock") {
       const auto& r = static_cast<const inv::AdjustStockRequest&>(request);
       return ShardOfSkus("sku", shard_count, [&](auto add) { add(r.sku()); });
@@ -125,6 +137,8 @@ absl::StatusOr<uint32_t> ShardOfRequest(std::string_view method,
       order_id = static_cast<const ord::AdvanceOrderRequest&>(request).order_id();
     } else if (name == "CancelOrder") {
       order_id = static_cast<const ord::CancelOrderRequest&>(request).order_id();
+    } else if (name == "StreamOrderUpdates") {
+      order_id = static_cast<const ord::OrderSubscriptionRequest&>(request).order_id();
     } else {
       return absl::UnimplementedError(fmt::format("{} is not served in cluster mode yet", method));
     }

@@ -8,6 +8,10 @@ ChangeFeed::Attach ChangeFeed::Subscribe(ChangeListener* listener, uint64_t afte
                                          std::vector<std::string> keys) {
   std::lock_guard lock(mu_);
   Attach a;
+  if (!closed_.ok()) {
+    listener->OnClosed(closed_);
+    return a;
+  }
   const uint64_t last_sequence = last_sequence_.load(std::memory_order_relaxed);
   a.last_sequence = last_sequence;
   a.oldest_retained = retained_.empty() ? last_sequence + 1 : retained_.front()->sequence();
@@ -43,6 +47,17 @@ void ChangeFeed::Unsubscribe(ChangeListener* listener) {
     if (v.empty()) keyed_.erase(entry);
   }
   keys_of_.erase(it);
+}
+
+void ChangeFeed::Close(absl::Status why) {
+  std::lock_guard lock(mu_);
+  if (!closed_.ok()) return;
+  closed_ = why.ok() ? absl::UnavailableError("the change feed ended") : std::move(why);
+  for (ChangeListener* l : listeners_) l->OnClosed(closed_);
+  for (auto& [l, keys] : keys_of_) l->OnClosed(closed_);
+  listeners_.clear();
+  keyed_.clear();
+  keys_of_.clear();
 }
 
 void ChangeFeed::Publish(const std::vector<EventPtr>& events) {

@@ -335,7 +335,7 @@ grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* InventoryServiceImp
     grpc::CallbackServerContext* ctx) {
   if (ctx_.core == nullptr) {
     return new RefusedStream<grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>>(
-        StreamsNotInClusterMode());
+        FeedNotInClusterMode());
   }
   return new FeedReactor(ctx_, ctx);
 }

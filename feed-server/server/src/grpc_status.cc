@@ -1,5 +1,7 @@
 #include "grpc_status.h"
 
+#include "server/core_router.h"
+
 namespace feed::server {
 
 // absl::StatusCode, grpc::StatusCode and google.rpc.Code share the canonical numbering.
@@ -11,6 +13,13 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
 void SetFeedResult(const absl::Status& status, inventory::v1::FeedResponse* out) {
   out->set_code(static_cast<int32_t>(status.code()));
   if (!status.ok()) out->set_message(std::string(status.message()));
+}
+
+void AddShardOwnerMetadata(const absl::Status& status, grpc::ServerContextBase* ctx) {
+  auto owner = status.GetPayload(absl::string_view(kShardOwnerKey.data(), kShardOwnerKey.size()));
+  if (owner.has_value()) {
+    ctx->AddTrailingMetadata(std::string(kShardOwnerKey), std::string(*owner));
+  }
 }
 
 }  // namespace feed::server

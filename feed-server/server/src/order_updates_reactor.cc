@@ -15,15 +15,15 @@ class OrderUpdatesReactor final : public StreamReactor<grpc::ServerWriteReactor<
     order::v1::OrderSubscriptionRequest request;
     if (!Authorize(ctx) || !Parse(bytes, &request)) return;
     sub_.emplace(request.order_id());
-    if (absl::Status valid = sub_->Validate(sc.core->options().limits); !valid.ok()) {
+    if (absl::Status valid = sub_->Validate(sc.config->core.limits); !valid.ok()) {
       std::lock_guard lock(mu_);
       FinishLocked(valid);
       return;
     }
-    if (!Register()) return;
+    if (!Route(request) || !Register()) return;
     AttachToFeed(UINT64_MAX, {sub_->order_id()});
     // Read after attaching: a change that races with the read is either in it or arrives.
-    auto order = sc.core->GetOrder(sub_->order_id());
+    auto order = core().GetOrder(sub_->order_id());
     std::lock_guard lock(mu_);
     if (finished_) return;
     if (!order.ok()) {
@@ -73,9 +73,6 @@ class OrderUpdatesReactor final : public StreamReactor<grpc::ServerWriteReactor<
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* OrderServiceImpl::StreamOrderUpdates(
     grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request) {
-  if (ctx_.core == nullptr) {
-    return new RefusedStream<grpc::ServerWriteReactor<grpc::ByteBuffer>>(StreamsNotInClusterMode());
-  }
   return new OrderUpdatesReactor(ctx_, ctx, *request);
 }
 

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -39,6 +40,12 @@ class StreamReactor : public GrpcReactor,
     FinishLocked(status);
   }
 
+  // The core's feed ended (cluster mode: the shard moved away from this node).
+  void OnClosed(const absl::Status& why) override {
+    std::lock_guard lock(mu_);
+    FinishLocked(why);
+  }
+
   void OnCancel() override {
     std::lock_guard lock(mu_);
     FinishLocked(absl::CancelledError("cancelled by the client"));
@@ -58,6 +65,7 @@ class StreamReactor : public GrpcReactor,
   StreamReactor(const ServiceContext& sc, grpc::CallbackServerContext* ctx, const char* method,
                 const char* kind)
       : sc_(sc),
+        ctx_(ctx),
         support_(sc, kind),
         record_(sc.metrics, sc.access_log, method, sc.access_log ? ctx->peer() : ""),
         method_(method) {}
@@ -87,6 +95,24 @@ class StreamReactor : public GrpcReactor,
     return false;
   }
 
+  // The core that serves `request`: the single node's, or in cluster mode the one of the
+  // request's shard on this node. When another node serves it (UNAVAILABLE with the owner in
+  // the trailing metadata, as for unary calls) or it cannot be routed, finishes the stream
+  // and returns false. Before Register and AttachToFeed.
+  bool Route(const google::protobuf::Message& request) {
+    if (sc_.router == nullptr) return true;
+    auto routed = sc_.router->Route(method_, request);
+    if (!routed.ok()) {
+      std::lock_guard lock(mu_);
+      FinishLocked(routed.status());
+      return false;
+    }
+    routed_core_ = *std::move(routed);
+    support_.set_core(routed_core_.get());
+    return true;
+  }
+  core::InventoryCore& core() const { return *support_.core(); }
+
   // Takes a slot under --max-open-streams; when none is left, finishes the stream with
   // RESOURCE_EXHAUSTED and returns false.
   bool Register() {
@@ -110,6 +136,7 @@ class StreamReactor : public GrpcReactor,
     if (finished_) return;
     finished_ = true;
     record_.Finish(status);
+    AddShardOwnerMetadata(status, ctx_);
     this->Finish(ToGrpcStatus(status));
     OnFinishedLocked();
     support_.ReportFinished();
@@ -141,6 +168,9 @@ class StreamReactor : public GrpcReactor,
   }
 
   const ServiceContext sc_;
+  grpc::CallbackServerContext* const ctx_;
+  // Cluster mode: keeps the routed core alive while the stream is attached to its feed.
+  std::shared_ptr<core::InventoryCore> routed_core_;
   StreamSupport support_;
   CallRecord record_;
   std::mutex mu_;
@@ -152,8 +182,8 @@ class StreamReactor : public GrpcReactor,
   grpc::ByteBuffer out_;
 };
 
-// A stream refused before it starts (cluster mode serves no streams yet): finishes at once with
-// `status` and deletes itself when gRPC is done with it.
+// A stream refused before it starts (cluster mode does not serve Feed yet): finishes at once
+// with `status` and deletes itself when gRPC is done with it.
 template <class GrpcReactor>
 class RefusedStream final : public GrpcReactor {
  public:
@@ -161,9 +191,10 @@ class RefusedStream final : public GrpcReactor {
   void OnDone() override { delete this; }
 };
 
-inline absl::Status StreamsNotInClusterMode() {
+inline absl::Status FeedNotInClusterMode() {
   return absl::UnimplementedError(
-      "streams are not served in cluster mode yet (docs/CLUSTER.md); use the unary calls");
+      "Feed is not served in cluster mode yet (its commands may span shards; docs/CLUSTER.md): "
+      "use the unary calls, WatchStock and StreamOrderUpdates, which are routed by shard");
 }
 
 }  // namespace feed::server

@@ -27,13 +27,13 @@ absl::Status StreamSupport::Register(StreamRegistry::Stream* stream) {
 core::ChangeFeed::Attach StreamSupport::Attach(core::ChangeListener* listener,
                                                uint64_t after_sequence,
                                                std::vector<std::string> keys) {
-  auto attach = sc_.core->change_feed().Subscribe(listener, after_sequence, std::move(keys));
+  auto attach = core_->change_feed().Subscribe(listener, after_sequence, std::move(keys));
   subscribed_ = listener;
   return attach;
 }
 
 void StreamSupport::Unregister() {
-  if (subscribed_) sc_.core->change_feed().Unsubscribe(subscribed_);
+  if (subscribed_) core_->change_feed().Unsubscribe(subscribed_);
   subscribed_ = nullptr;
   if (registered_) {
     sc_.streams->Remove(registered_);

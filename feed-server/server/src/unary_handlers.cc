@@ -27,12 +27,7 @@ class UnaryCall {
   void Finish(const absl::Status& status) {
     if (finished_.exchange(true)) return;
     record_.Finish(status);
-    // Cluster mode: another node serves the request's shard (core_router.h).
-    if (auto owner =
-            status.GetPayload(absl::string_view(kShardOwnerKey.data(), kShardOwnerKey.size()));
-        owner.has_value()) {
-      ctx_->AddTrailingMetadata(std::string(kShardOwnerKey), std::string(*owner));
-    }
+    AddShardOwnerMetadata(status, ctx_);
     reactor_->Finish(ToGrpcStatus(status));
   }
   void Reply(const absl::Status& status, const google::protobuf::Message* reply) {

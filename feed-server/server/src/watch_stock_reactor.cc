@@ -13,8 +13,8 @@ class WatchStockReactor final : public StreamReactor<grpc::ServerWriteReactor<gr
                     const grpc::ByteBuffer& bytes)
       : StreamReactor(sc, ctx, "inventory.v1.InventoryService/WatchStock", "watch_stock") {
     inventory::v1::WatchStockRequest request;
-    if (!Authorize(ctx) || !Parse(bytes, &request)) return;
-    sub_.emplace(*sc.core, request, StreamQueueLimits(*sc.config));
+    if (!Authorize(ctx) || !Parse(bytes, &request) || !Route(request)) return;
+    sub_.emplace(core(), request, StreamQueueLimits(*sc.config));
     if (absl::Status valid = sub_->Validate(); !valid.ok()) {
       std::lock_guard lock(mu_);
       FinishLocked(valid);
@@ -70,9 +70,6 @@ class WatchStockReactor final : public StreamReactor<grpc::ServerWriteReactor<gr
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* InventoryServiceImpl::WatchStock(
     grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request) {
-  if (ctx_.core == nullptr) {
-    return new RefusedStream<grpc::ServerWriteReactor<grpc::ByteBuffer>>(StreamsNotInClusterMode());
-  }
   return new WatchStockReactor(ctx_, ctx, *request);
 }
 

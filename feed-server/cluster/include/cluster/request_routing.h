@@ -1,4 +1,5 @@
-// Which shard a unary request belongs to in cluster mode (docs/CLUSTER.md, "Routing"): by its
+// Which shard a request (unary, or the opening request of WatchStock / StreamOrderUpdates)
+// belongs to in cluster mode (docs/CLUSTER.md, "Routing"): by its
 // SKUs (every one on the same shard) or by the shard its generated id names ("rsv-s<shard>-",
 // "ord-s<shard>-": cluster mode's cores tag their ids so, CoreOptions::generated_id_tag).
 // Requests whose data spans shards are refused with FAILED_PRECONDITION naming the shards

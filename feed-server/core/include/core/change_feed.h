@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
 #include "events/v1/events.pb.h"
 
 namespace feed::core {
@@ -23,6 +24,8 @@ class ChangeListener {
   // Called after each commit (on the core's publisher thread, one call at a time), events in
   // sequence order. Must not block and must not call back into the ChangeFeed.
   virtual void OnEvents(const std::vector<EventPtr>& events) = 0;
+  // The feed ended (ChangeFeed::Close): no event follows. Same rules as OnEvents.
+  virtual void OnClosed(const absl::Status& /*why*/) {}
 };
 
 class ChangeFeed {
@@ -41,7 +44,8 @@ class ChangeFeed {
 
   // Registers `listener` and returns, atomically with it, the retained events after
   // `after_sequence`: replay then live delivery has no gap and no duplicate.
-  // after_sequence = UINT64_MAX attaches for live events only.
+  // after_sequence = UINT64_MAX attaches for live events only. On a closed feed the listener
+  // is not registered: its OnClosed is called before Subscribe returns.
   // With `keys` (Event.key values: SKUs for stock events, order ids for order events) the
   // listener gets only the live events of those keys, still in sequence order, and costs
   // nothing on a publish that does not touch them; without, it gets every event. The
@@ -50,6 +54,10 @@ class ChangeFeed {
                    std::vector<std::string> keys = {});
   // After it returns, `listener` is never called again.
   void Unsubscribe(ChangeListener* listener);
+  // Ends the feed for good (a cluster node no longer serves the core's shard): every
+  // listener's OnClosed(why), once, then none is called again; later subscribers are told
+  // at once. `why` is not OK.
+  void Close(absl::Status why);
   // One caller at a time (the core's publisher thread), events in sequence order.
   void Publish(const std::vector<EventPtr>& events);
   // Sets the sequence already committed at startup, and the events before it that are still
@@ -74,6 +82,7 @@ class ChangeFeed {
   absl::flat_hash_map<std::string, std::vector<ChangeListener*>> keyed_;
   absl::flat_hash_map<ChangeListener*, std::vector<std::string>> keys_of_;
   std::deque<EventPtr> retained_;
+  absl::Status closed_;  // not OK once closed
   // Written under mu_ once every listener has the events, so that it can also be read
   // without mu_ (last_sequence()).
   std::atomic<uint64_t> last_sequence_{0};

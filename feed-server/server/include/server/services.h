@@ -49,8 +49,8 @@ class StreamRegistry {
 };
 
 struct ServiceContext {
-  // The single node's core; null in cluster mode, where `router` picks one per call (streams
-  // and AdminService are not served there yet: UNIMPLEMENTED).
+  // The single node's core; null in cluster mode, where `router` picks one per call and per
+  // stream (Feed and AdminService are not served there yet: UNIMPLEMENTED).
   core::InventoryCore* core;
   Metrics* metrics;
   const ServerConfig* config;

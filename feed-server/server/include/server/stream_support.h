@@ -26,7 +26,12 @@ core::QueueLimits StreamQueueLimits(const ServerConfig& config);
 class StreamSupport {
  public:
   // `kind` labels the stream in the metrics ("watch_stock", "http_watch_stock", ...).
-  StreamSupport(const ServiceContext& sc, const char* kind) : sc_(sc), kind_(kind) {}
+  StreamSupport(const ServiceContext& sc, const char* kind)
+      : sc_(sc), kind_(kind), core_(sc.core) {}
+  // The core whose change feed the stream attaches to: the single node's, or in cluster mode
+  // the one serving the stream's shard (set before Attach; the caller keeps it alive).
+  void set_core(core::InventoryCore* core) { core_ = core; }
+  core::InventoryCore* core() const { return core_; }
 
   // Takes a slot under --max-open-streams: RESOURCE_EXHAUSTED when none is left.
   absl::Status Register(StreamRegistry::Stream* stream);
@@ -60,6 +65,7 @@ class StreamSupport {
  private:
   const ServiceContext sc_;
   const char* const kind_;
+  core::InventoryCore* core_;
   StreamRegistry::Stream* registered_ = nullptr;
   core::ChangeListener* subscribed_ = nullptr;
   bool writing_ = false;

@@ -1,0 +1,233 @@
+// Streams in cluster mode (label `cluster`): WatchStock and StreamOrderUpdates are served by
+// the owner of their shard, like unary calls; another node answers UNAVAILABLE with the owner
+// in `feed-shard-owner`; a watch of every SKU or of several shards, and Feed, are refused.
+// When the owner dies, a client resumes on the next owner from the last sequence it received
+// and gets every change after it once, in order (the next owner's core continues the same
+// sequence: it recovers from the same log). When a live node gives a shard up (a restarted
+// node takes it back), that shard's streams end with UNAVAILABLE and the others go on.
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "inventory/v1/inventory.grpc.pb.h"
+#include "order/v1/order.grpc.pb.h"
+#include "three_node_cluster.h"
+
+namespace feed::cluster_test {
+namespace {
+
+namespace ord = ::order::v1;
+
+// One WatchStock call, read with a deadline that bounds the whole test step.
+struct Watch {
+  grpc::ClientContext ctx;
+  std::unique_ptr<grpc::ClientReader<inv::StockUpdate>> reader;
+  bool finished = false;
+
+  ~Watch() { Cancel(); }
+  // The next update; false when the stream ended (then Ended() is its status).
+  bool Next(inv::StockUpdate* update) { return reader->Read(update); }
+  grpc::Status Ended() {
+    finished = true;
+    return reader->Finish();
+  }
+  void Cancel() {
+    if (finished || !reader) return;
+    ctx.TryCancel();
+    for (inv::StockUpdate u; reader->Read(&u);) {
+    }
+    Ended();
+  }
+  std::string Owner() const {
+    auto it = ctx.GetServerTrailingMetadata().find("feed-shard-owner");
+    if (it == ctx.GetServerTrailingMetadata().end()) return "";
+    return std::string(it->second.data(), it->second.size());
+  }
+};
+
+class ClusterStreamsTest : public ThreeNodeCluster {
+ protected:
+  std::unique_ptr<Watch> OpenWatch(const std::string& address, inv::WatchStockRequest request) {
+    auto watch = std::make_unique<Watch>();
+    watch->ctx.set_deadline(std::chrono::system_clock::now() + 60s);
+    watch->reader = client_->Stub(address).WatchStock(&watch->ctx, request);
+    return watch;
+  }
+  std::unique_ptr<Watch> WatchSku(const std::string& address, const std::string& sku,
+                                  uint64_t resume_after = 0) {
+    inv::WatchStockRequest request;
+    request.add_sku(sku);
+    request.set_resume_after_sequence(resume_after);
+    return OpenWatch(address, request);
+  }
+  // Reads the snapshot of one level; its cut's sequence.
+  uint64_t ReadSnapshot(Watch& watch, const std::string& sku) {
+    inv::StockUpdate u;
+    EXPECT_TRUE(watch.Next(&u));
+    EXPECT_EQ(u.kind(), inv::StockUpdate::KIND_SNAPSHOT);
+    EXPECT_EQ(u.level().sku(), sku);
+    EXPECT_TRUE(watch.Next(&u));
+    EXPECT_EQ(u.kind(), inv::StockUpdate::KIND_SNAPSHOT_END);
+    return u.sequence();
+  }
+  void ReserveOne(const std::string& sku, const std::string& key) {
+    inv::ReserveResponse out;
+    grpc::Status s = client_->Reserve(sku, 1, key, &out, 40s);
+    ASSERT_TRUE(s.ok()) << key << ": " << s.error_message();
+  }
+  // Reads `n` changes of `sku`: sequences and versions rising, one reserved unit more each.
+  void ExpectChanges(Watch& watch, const std::string& sku, int n, uint64_t* last_sequence,
+                     int64_t* reserved) {
+    for (int i = 0; i < n; ++i) {
+      inv::StockUpdate u;
+      ASSERT_TRUE(watch.Next(&u)) << "change " << i << " of " << n << ": " << Ended(watch);
+      EXPECT_EQ(u.kind(), inv::StockUpdate::KIND_CHANGE);
+      EXPECT_EQ(u.level().sku(), sku);
+      EXPECT_GT(u.sequence(), *last_sequence);
+      EXPECT_EQ(u.level().reserved(), *reserved + 1) << "a change missed or repeated";
+      EXPECT_EQ(u.level().available(), kStock - u.level().reserved());
+      *last_sequence = u.sequence();
+      *reserved = u.level().reserved();
+    }
+  }
+  static std::string Ended(Watch& watch) { return watch.Ended().error_message(); }
+  std::string AddressOf(int node) { return nodes_[static_cast<size_t>(node)]->address(); }
+  int OtherThan(int node) { return (node + 1) % kNodes; }
+};
+
+TEST_F(ClusterStreamsTest, StreamsFollowTheirShardsOwnerAndResumeOnTheNextOneWithoutAGap) {
+  Stock();
+  const std::string sku = Sku(0);
+  const uint32_t shard = cluster::ShardOf(sku, kShards);
+  const int owner = OwnerOf(shard);
+  ASSERT_GE(owner, 0);
+
+  // Another node names the owner; what spans shards, and Feed, are refused.
+  {
+    auto elsewhere = WatchSku(AddressOf(OtherThan(owner)), sku);
+    inv::StockUpdate u;
+    EXPECT_FALSE(elsewhere->Next(&u));
+    grpc::Status s = elsewhere->Ended();
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+    EXPECT_EQ(elsewhere->Owner(), AddressOf(owner));
+
+    auto everything = OpenWatch(AddressOf(owner), inv::WatchStockRequest());
+    EXPECT_FALSE(everything->Next(&u));
+    s = everything->Ended();
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+    EXPECT_NE(s.error_message().find("keys: in cluster mode"), std::string::npos);
+
+    grpc::ClientContext ctx;
+    auto feed = client_->Stub(AddressOf(owner)).Feed(&ctx);
+    inv::FeedResponse r;
+    EXPECT_FALSE(feed->Read(&r));
+    EXPECT_EQ(feed->Finish().error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  }
+
+  // The owner serves the watch: snapshot, then each acknowledged reservation once, in order.
+  auto watch = WatchSku(AddressOf(owner), sku);
+  uint64_t last = ReadSnapshot(*watch, sku);
+  int64_t reserved = 0;
+  for (int i = 0; i < 5; ++i) ReserveOne(sku, "before-" + std::to_string(i));
+  ExpectChanges(*watch, sku, 5, &last, &reserved);
+
+  // An order of the shard: its status stream is the owner's too.
+  auto orders = ord::OrderService::NewStub(
+      grpc::CreateChannel(AddressOf(owner), grpc::InsecureChannelCredentials()));
+  ord::CreateOrderResponse created;
+  {
+    grpc::ClientContext ctx;
+    ord::CreateOrderRequest r;
+    r.set_customer_id("customer-1");
+    r.add_item_ids(sku);
+    r.set_idempotency_key("order-1");
+    ASSERT_TRUE(orders->CreateOrder(&ctx, r, &created).ok());
+    ++reserved;  // the order holds one unit
+  }
+  {
+    grpc::ClientContext ctx;
+    ord::OrderSubscriptionRequest r;
+    r.set_order_id(created.order_id());
+    auto other = ord::OrderService::NewStub(
+        grpc::CreateChannel(AddressOf(OtherThan(owner)), grpc::InsecureChannelCredentials()));
+    auto refused = other->StreamOrderUpdates(&ctx, r);
+    ord::OrderStatusUpdate u;
+    EXPECT_FALSE(refused->Read(&u));
+    EXPECT_EQ(refused->Finish().error_code(), grpc::StatusCode::UNAVAILABLE);
+  }
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 30s);
+    ord::OrderSubscriptionRequest r;
+    r.set_order_id(created.order_id());
+    auto stream = orders->StreamOrderUpdates(&ctx, r);
+    ord::OrderStatusUpdate u;
+    ASSERT_TRUE(stream->Read(&u));
+    EXPECT_EQ(u.order_id(), created.order_id());
+    EXPECT_EQ(u.status_code(), created.status_code());
+    ctx.TryCancel();
+    while (stream->Read(&u)) {
+    }
+    stream->Finish();
+  }
+
+  // The client stops reading; three more are acknowledged; then the owner dies.
+  inv::StockUpdate order_change;
+  ASSERT_TRUE(watch->Next(&order_change));  // the order's hold
+  EXPECT_EQ(order_change.level().reserved(), reserved);
+  last = order_change.sequence();
+  watch.reset();
+  for (int i = 0; i < 3; ++i) ReserveOne(sku, "unread-" + std::to_string(i));
+  nodes_[static_cast<size_t>(owner)]->Kill();
+  ASSERT_TRUE(WaitForAllShardsServed(60s)) << "no new owner for the dead node's shards";
+  const int next = OwnerOf(shard);
+  ASSERT_GE(next, 0);
+  ASSERT_NE(next, owner);
+
+  // Resumed on the next owner after the last sequence received: the three unread changes,
+  // then live ones, each once and in order.
+  auto resumed = WatchSku(AddressOf(next), sku, last);
+  ExpectChanges(*resumed, sku, 3, &last, &reserved);
+  for (int i = 0; i < 2; ++i) ReserveOne(sku, "after-" + std::to_string(i));
+  ExpectChanges(*resumed, sku, 2, &last, &reserved);
+  EXPECT_EQ(reserved, 11);
+  resumed->Cancel();
+
+  // Every shard watched on its owner; the dead node comes back and takes shards back from
+  // live nodes: the streams of the shards that moved end with UNAVAILABLE, the others go on.
+  std::map<uint32_t, int> owner_before;
+  std::map<uint32_t, std::unique_ptr<Watch>> watches;
+  for (uint32_t s = 0; s < kShards; ++s) {
+    owner_before[s] = OwnerOf(s);
+    watches[s] = WatchSku(AddressOf(owner_before[s]), SkuOn(s));
+    ReadSnapshot(*watches[s], SkuOn(s));
+  }
+  ASSERT_TRUE(nodes_[static_cast<size_t>(owner)]->Start());
+  ASSERT_TRUE(WaitForAllShardsServed(60s)) << "the restarted node got no shard";
+  int moved = 0;
+  for (uint32_t s = 0; s < kShards; ++s) {
+    Watch& w = *watches[s];
+    if (OwnerOf(s) != owner_before[s]) {
+      ++moved;
+      inv::StockUpdate u;
+      EXPECT_FALSE(w.Next(&u)) << "shard " << s << " moved but its stream goes on";
+      grpc::Status ended = w.Ended();
+      EXPECT_EQ(ended.error_code(), grpc::StatusCode::UNAVAILABLE) << ended.error_message();
+      EXPECT_NE(ended.error_message().find("no longer served by this node"), std::string::npos)
+          << ended.error_message();
+    } else {
+      const std::string s_sku = SkuOn(s);
+      uint64_t s_last = 0;
+      int64_t s_reserved = s_sku == sku ? reserved : 0;
+      ReserveOne(s_sku, "still-" + std::to_string(s));
+      ExpectChanges(w, s_sku, 1, &s_last, &s_reserved);
+      w.Cancel();
+    }
+  }
+  EXPECT_GT(moved, 0) << "no shard moved back to the restarted node";
+}
+
+}  // namespace
+}  // namespace feed::cluster_test
