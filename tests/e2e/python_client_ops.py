@@ -77,7 +77,26 @@ def cluster(client: Client, skus: int) -> None:
         level = client.get_stock([sku]).levels[0]
         if (level.on_hand, level.reserved) != (8, 0):
             raise SystemExit(f"{sku}: on_hand={level.on_hand} reserved={level.reserved}")
-    print(f"shards={len(shards)} reserved={skus} committed={committed}")
+    # Streams open on their shard's owner through the same one address.
+    streams = 0
+    for i in range(min(skus, 6)):
+        sku = f"cluster-{i}"
+        watch = client.watch_stock([sku])
+        for update in watch:
+            if update.kind == inventory_pb2.StockUpdate.KIND_SNAPSHOT_END:
+                client.reserve([Line(sku, 1)])
+            elif update.kind == inventory_pb2.StockUpdate.KIND_CHANGE:
+                if (update.level.on_hand, update.level.reserved) != (8, 1):
+                    raise SystemExit(f"{sku}: change {update}")
+                watch.stop()
+        order = client.create_order("customer-1", [Line(sku, 1)])
+        follow = client.follow_order(order.order_id)
+        first = next(iter(follow))
+        follow.stop()
+        if first.order_id != order.order_id:
+            raise SystemExit(f"follow_order {order.order_id}: {first}")
+        streams += 2
+    print(f"shards={len(shards)} reserved={skus} committed={committed} streams={streams}")
 
 
 def main() -> int:

@@ -289,7 +289,7 @@ done
 OUT="$("$PY" "$OPS" --server "${NODES[0]}" cluster --skus 40 2>"$WORK/cluster.err")" ||
   fail "cluster ops through ${NODES[0]}: $(cat "$WORK/cluster.err")"
 case "$OUT" in
-  "shards="*" reserved=40 committed=40") ;;
+  "shards="*" reserved=40 committed=40 streams=12") ;;
   *) fail "cluster ops: $OUT" ;;
 esac
 [ "${OUT%% *}" != "shards=1" ] || fail "every call answered by one shard: $OUT"

@@ -1,13 +1,13 @@
 """Client: the typed entry point. Unary calls get a deadline and retries (mutations always
 with one idempotency key for all their attempts); the two server streams reconnect by
-themselves; in cluster mode a unary call follows `feed-shard-owner` to the node serving its
-shard (routing.py). The raw stubs are there too (`client.inventory`, `client.orders`)."""
+themselves; in cluster mode a unary call or a stream follows `feed-shard-owner` to the node
+serving its shard (routing.py). The raw stubs are there too (`client.inventory`, `client.orders`)."""
 
 from __future__ import annotations
 
 import dataclasses
 import threading
-from typing import Iterable, Literal, TypeVar
+from typing import Callable, Iterable, Literal, TypeVar
 
 import grpc
 
@@ -116,11 +116,10 @@ class Client:
                 try:
                     return getattr(stub, name)(request, timeout=self.timeout, metadata=self._metadata)
                 except grpc.RpcError as err:
-                    owner = owner_of(err)
-                    if owner is None or owner == address or hops == _MAX_REDIRECTS:
+                    owner = self._follow(request, address, err)
+                    if owner is None or hops == _MAX_REDIRECTS:
                         raise
                     hops += 1
-                    self._learn_owner(request, owner)
                     address = owner
 
         return call_with_retry(
@@ -145,6 +144,39 @@ class Client:
                 self._nodes[address] = (channel, InventoryServiceStub(channel), OrderServiceStub(channel))
             _, inventory, orders = self._nodes[address]
         return inventory, orders
+
+    def _follow(self, request: object, address: str, err: grpc.RpcError) -> str | None:
+        """The owner `err` names when `address` does not serve the request's shard (learned for
+        next time). An owner that no longer answers is forgotten: the next attempt asks the
+        node the client was given, which names the new one."""
+        owner = owner_of(err)
+        if owner is not None and owner != address:
+            self._learn_owner(request, owner)
+            return owner
+        if isinstance(err, grpc.Call) and err.code() == grpc.StatusCode.UNAVAILABLE:
+            with self._lock:
+                if self._shard_count:
+                    shard = shard_of_request(request, self._shard_count)
+                    if shard is not None and self._owners.get(shard) == address:
+                        del self._owners[shard]
+        return None
+
+    def _routed_stream(
+        self, service: Literal["inventory", "orders"], name: str
+    ) -> tuple[Callable[[object], grpc.Call], Callable[[grpc.RpcError], bool]]:
+        """How a server stream opens on its shard's owner, and follows a wrong-node answer."""
+        last: dict[str, object] = {}
+
+        def open_call(request: object) -> grpc.Call:
+            address = self._address_for(request)
+            last["request"], last["address"] = request, address
+            stub = self._stubs(address)[0 if service == "inventory" else 1]
+            return getattr(stub, name)(request, metadata=self._metadata)
+
+        def reroute(err: grpc.RpcError) -> bool:
+            return self._follow(last["request"], str(last["address"]), err) is not None
+
+        return open_call, reroute
 
     def _learn_owner(self, request: object, owner: str) -> None:
         """The owner of the request's shard is `owner`; the first time, the whole map too."""
@@ -266,15 +298,14 @@ class Client:
         else every change after that sequence. Reconnects by itself without gap or duplicate;
         iterate it, and stop() it (from any thread) to end."""
 
-        def open_call(req: inventory_pb2.WatchStockRequest) -> grpc.Call:
-            return self.inventory.WatchStock(req, metadata=self._metadata)
-
+        open_call, reroute = self._routed_stream("inventory", "WatchStock")
         return StockWatch(
             open_call,
             as_keys(keys),
             resume_after=resume_after,
             on_gap=on_gap,
             reconnect=reconnect or self.reconnect,
+            reroute=reroute,
         )
 
     # --- orders ----------------------------------------------------------------------------------
@@ -355,7 +386,5 @@ class Client:
         """The order's current status, then each change, ending after a terminal status
         (DELIVERED, CANCELLED, EXPIRED); reconnects by itself."""
 
-        def open_call(req: order_pb2.OrderSubscriptionRequest) -> grpc.Call:
-            return self.orders.StreamOrderUpdates(req, metadata=self._metadata)
-
-        return OrderFollow(open_call, order_id, reconnect=reconnect or self.reconnect)
+        open_call, reroute = self._routed_stream("orders", "StreamOrderUpdates")
+        return OrderFollow(open_call, order_id, reconnect=reconnect or self.reconnect, reroute=reroute)

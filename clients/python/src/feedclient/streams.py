@@ -29,8 +29,14 @@ class ReconnectingStream(Generic[M, T]):
 
     what = "stream"
 
-    def __init__(self, reconnect: RetryPolicy = DEFAULT_RECONNECT) -> None:
+    def __init__(
+        self,
+        reconnect: RetryPolicy = DEFAULT_RECONNECT,
+        reroute: Callable[[grpc.RpcError], bool] | None = None,
+    ) -> None:
         self._reconnect = reconnect
+        # Cluster mode: told each error; True when it names another node to reopen on at once.
+        self._reroute = reroute
         self._stopped = threading.Event()
         # Reentrant: stop() may run in a signal handler on the thread that holds it.
         self._lock = threading.RLock()
@@ -113,6 +119,10 @@ class ReconnectingStream(Generic[M, T]):
                 return
             if self._on_end(code, error):
                 continue
+            if error is not None and self._reroute is not None and self._reroute(error):
+                failures += 1  # bounded like any reopening, but no backoff: the owner is known
+                if failures < self._reconnect.attempts:
+                    continue
             if error is not None and code not in self._reconnect.retryable:
                 raise from_rpc_error(error, self.what) from error
             failures += 1
@@ -147,8 +157,9 @@ class StockWatch(ReconnectingStream[inventory_pb2.StockUpdate, inventory_pb2.Sto
         resume_after: int = 0,
         on_gap: Literal["snapshot", "raise"] = "snapshot",
         reconnect: RetryPolicy = DEFAULT_RECONNECT,
+        reroute: Callable[[grpc.RpcError], bool] | None = None,
     ) -> None:
-        super().__init__(reconnect)
+        super().__init__(reconnect, reroute)
         if on_gap not in ("snapshot", "raise"):
             raise ValueError('on_gap must be "snapshot" or "raise"')
         self._open_call = open_call
@@ -194,8 +205,9 @@ class OrderFollow(ReconnectingStream[order_pb2.OrderStatusUpdate, order_pb2.Orde
         order_id: str,
         *,
         reconnect: RetryPolicy = DEFAULT_RECONNECT,
+        reroute: Callable[[grpc.RpcError], bool] | None = None,
     ) -> None:
-        super().__init__(reconnect)
+        super().__init__(reconnect, reroute)
         self._open_call = open_call
         self._order_id = order_id
         self.cursor = OrderCursor()
