@@ -94,11 +94,13 @@ func (c *Client) FollowOrder(ctx context.Context, orderID string, handler func(*
 		sleep:  sleepCtx,
 		rand:   uniform,
 		open: func(ctx context.Context) (func() (*orderv1.OrderStatusUpdate, error), error) {
-			stream, err := c.Orders.StreamOrderUpdates(ctx, &orderv1.OrderSubscriptionRequest{OrderId: orderID})
+			req := &orderv1.OrderSubscriptionRequest{OrderId: orderID}
+			address, conn := c.router.target(req, c.conn)
+			stream, err := orderv1.NewOrderServiceClient(conn).StreamOrderUpdates(ctx, req)
 			if err != nil {
 				return nil, err
 			}
-			return stream.Recv, nil
+			return routedRecv(ctx, c.router, req, address, stream), nil
 		},
 		step: func(u *orderv1.OrderStatusUpdate) (bool, error) {
 			deliver, terminal := st.accept(u)

@@ -113,7 +113,8 @@ func shardOfRequest(msg proto.Message, shardCount int) (int, bool) {
 	return 0, false
 }
 
-// router is the client's unary interceptor and its connections to the other nodes.
+// router is the client's unary interceptor, the stream helpers' routing (WatchStock,
+// FollowOrder) and its connections to the other nodes.
 type router struct {
 	self     string
 	dialOpts []grpc.DialOption
@@ -131,26 +132,60 @@ func newRouter(self string, dialOpts []grpc.DialOption) *router {
 func (r *router) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn,
 	invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	msg, _ := req.(proto.Message)
-	address, target := r.self, cc
-	if owner, ok := r.ownerFor(msg); ok && owner != r.self {
-		if conn, err := r.conn(owner); err == nil {
-			address, target = owner, conn
-		}
-	}
+	address, target := r.target(msg, cc)
 	for hops := 0; ; hops++ {
 		var trailer metadata.MD
 		err := invoker(ctx, method, req, reply, target, append(opts, grpc.Trailer(&trailer))...)
-		owner := trailer.Get(OwnerMetadata)
-		if err == nil || status.Code(err) != codes.Unavailable || len(owner) == 0 || owner[0] == address ||
-			hops == maxRedirects {
+		owner, conn, ok := r.observe(ctx, msg, address, err, trailer)
+		if !ok || hops == maxRedirects {
 			return err
 		}
-		conn, dialErr := r.conn(owner[0])
-		if dialErr != nil {
-			return err
+		address, target = owner, conn
+	}
+}
+
+// target is where msg goes: its shard's known owner, else the address the client was given.
+func (r *router) target(msg proto.Message, self *grpc.ClientConn) (string, *grpc.ClientConn) {
+	if owner, ok := r.ownerFor(msg); ok && owner != r.self {
+		if conn, err := r.conn(owner); err == nil {
+			return owner, conn
 		}
-		r.learn(ctx, msg, owner[0], conn)
-		address, target = owner[0], conn
+	}
+	return r.self, self
+}
+
+// observe reads how a call of msg to address ended. A wrong-node answer names the owner:
+// learned, and returned to go there now (ok). An owner that no longer answers (UNAVAILABLE
+// without a name) is forgotten: the next attempt asks the address the client was given,
+// which names the new one.
+func (r *router) observe(ctx context.Context, msg proto.Message, address string, err error,
+	trailer metadata.MD) (string, *grpc.ClientConn, bool) {
+	if err == nil || status.Code(err) != codes.Unavailable {
+		return "", nil, false
+	}
+	owner := trailer.Get(OwnerMetadata)
+	if len(owner) == 0 || owner[0] == address {
+		if address != r.self {
+			r.forget(msg, address)
+		}
+		return "", nil, false
+	}
+	conn, dialErr := r.conn(owner[0])
+	if dialErr != nil {
+		return "", nil, false
+	}
+	r.learn(ctx, msg, owner[0], conn)
+	return owner[0], conn, true
+}
+
+func (r *router) forget(msg proto.Message, address string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.shardCount == 0 || msg == nil {
+		return
+	}
+	if shard, ok := shardOfRequest(msg, r.shardCount); ok && r.owners[shard] == address {
+		delete(r.owners, shard)
 	}
 }
 
@@ -220,4 +255,20 @@ func (r *router) close() {
 		c.Close()
 	}
 	r.conns = map[string]*grpc.ClientConn{}
+}
+
+// routedRecv is stream.Recv that tells the router how the stream ended, so that the
+// reconnection opens on the owner the node named (or asks again when the owner is gone).
+func routedRecv[M any](ctx context.Context, r *router, req proto.Message, address string,
+	stream interface {
+		Recv() (M, error)
+		Trailer() metadata.MD
+	}) func() (M, error) {
+	return func() (M, error) {
+		m, err := stream.Recv()
+		if err != nil {
+			r.observe(ctx, req, address, err, stream.Trailer())
+		}
+		return m, err
+	}
 }

@@ -113,16 +113,43 @@ func (n *clusterNode) Reserve(ctx context.Context, req *inventoryv1.ReserveReque
 		ReservationId: fmt.Sprintf("rsv-s%d-%d", shard, n.reserves)}}, nil
 }
 
+func (n *clusterNode) WatchStock(req *inventoryv1.WatchStockRequest, stream inventoryv1.InventoryService_WatchStockServer) error {
+	sku := req.GetKeys()[0].GetSku()
+	shard := ShardOfSKU(sku, 12)
+	n.mu.Lock()
+	if !n.serves[shard] {
+		n.redirects++
+		n.mu.Unlock()
+		stream.SetTrailer(metadata.Pairs(OwnerMetadata, n.owner()))
+		return status.Errorf(codes.Unavailable, "shard %d is served elsewhere", shard)
+	}
+	n.mu.Unlock()
+	level := &inventoryv1.StockLevel{Sku: sku, OnHand: 5, Available: 5}
+	for _, u := range []*inventoryv1.StockUpdate{
+		{Kind: inventoryv1.StockUpdate_KIND_SNAPSHOT, Level: level, Sequence: 7},
+		{Kind: inventoryv1.StockUpdate_KIND_SNAPSHOT_END, Sequence: 7},
+		{Kind: inventoryv1.StockUpdate_KIND_CHANGE, Level: level, Sequence: 8},
+	} {
+		if err := stream.Send(u); err != nil {
+			return err
+		}
+	}
+	<-stream.Context().Done()
+	return nil
+}
+
 func (n *clusterNode) counts() [3]int {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return [3]int{n.reserves, n.redirects, n.maps}
 }
 
-func TestTheClientFollowsTheOwnerThenRoutesByTheMap(t *testing.T) {
+// twoNodes: a serves shard 4 only ("sku-1"), b every other shard; each names the other as
+// owner. A client dialed to a, and a SKU of b's.
+func twoNodes(t *testing.T) (a, b *clusterNode, c *Client, other string) {
 	nodes := map[string]*clusterNode{}
-	a := &clusterNode{serves: map[int]bool{4: true}, owner: func() string { return nodes["b"].address }}
-	b := &clusterNode{serves: map[int]bool{}, owner: func() string { return nodes["a"].address }}
+	a = &clusterNode{serves: map[int]bool{4: true}, owner: func() string { return nodes["b"].address }}
+	b = &clusterNode{serves: map[int]bool{}, owner: func() string { return nodes["a"].address }}
 	for s := 0; s < 12; s++ {
 		b.serves[s] = s != 4
 	}
@@ -144,11 +171,18 @@ func TestTheClientFollowsTheOwnerThenRoutesByTheMap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	other := "sku-2"
+	t.Cleanup(func() { c.Close() })
+	other = "sku-2"
 	for i := 2; ShardOfSKU(other, 12) == 4; i++ {
 		other = fmt.Sprintf("sku-%d", i)
 	}
+	return a, b, c, other
+}
+
+func TestTheClientFollowsTheOwnerThenRoutesByTheMap(t *testing.T) {
+	a, b, c, other := twoNodes(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
 	first, err := c.Reserve(ctx, []*inventoryv1.Line{NewLine(other, "", 1)}, ReserveOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -174,5 +208,35 @@ func TestTheClientFollowsTheOwnerThenRoutesByTheMap(t *testing.T) {
 	}
 	if got := b.counts(); got != [3]int{2, 0, 1} {
 		t.Errorf("b (reserves, redirects, maps) = %v", got)
+	}
+}
+
+func TestAStreamOpensOnItsShardsOwner(t *testing.T) {
+	a, b, c, other := twoNodes(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var reconnects []Reconnect
+	var last uint64
+	err := c.WatchStock(ctx, []*inventoryv1.StockKey{{Sku: other}}, func(u *inventoryv1.StockUpdate) error {
+		if u.GetKind() == inventoryv1.StockUpdate_KIND_CHANGE {
+			last = u.GetSequence()
+			return ErrStop
+		}
+		return nil
+	}, WithReconnectHook(func(r Reconnect) { reconnects = append(reconnects, r) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last != 8 {
+		t.Errorf("last change %d, want 8", last)
+	}
+	if len(reconnects) != 1 {
+		t.Errorf("reopened %d times, want once (on the owner a named)", len(reconnects))
+	}
+	if got := a.counts(); got[1] != 1 {
+		t.Errorf("a redirected %d times", got[1])
+	}
+	if got := b.counts(); got[2] != 1 {
+		t.Errorf("b answered %d shard maps", got[2])
 	}
 }

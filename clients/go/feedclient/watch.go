@@ -59,11 +59,13 @@ func (c *Client) WatchStock(ctx context.Context, keys []*inventoryv1.StockKey, h
 		sleep:  sleepCtx,
 		rand:   uniform,
 		open: func(ctx context.Context) (func() (*inventoryv1.StockUpdate, error), error) {
-			stream, err := c.Inventory.WatchStock(ctx, st.request())
+			req := st.request()
+			address, conn := c.router.target(req, c.conn)
+			stream, err := inventoryv1.NewInventoryServiceClient(conn).WatchStock(ctx, req)
 			if err != nil {
 				return nil, err
 			}
-			return stream.Recv, nil
+			return routedRecv(ctx, c.router, req, address, stream), nil
 		},
 		step: func(u *inventoryv1.StockUpdate) (bool, error) {
 			deliver, err := st.accept(u)
