@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Single-node Apache Kafka broker (KRaft combined mode: broker + controller) for local runs and
+# One Apache Kafka broker (KRaft combined mode: broker + controller) for local runs and
 # tests, bound to 127.0.0.1 only. The broker jars come from Maven Central (compose/kafka/pom.xml)
 # and run with `java -cp`; no Docker and no Kafka distribution tarball needed.
 #
@@ -14,6 +14,11 @@
 # Env: KAFKA_PORT (19092), KAFKA_CONTROLLER_PORT (19093),
 #      KAFKA_CACHE_DIR ($REPO/.cache/kafka-3.9.1/libs), KAFKA_STATE_DIR ($REPO/.cache/kafka-run),
 #      KAFKA_HEAP_OPTS (-Xmx512m -Xms256m), KAFKA_START_TIMEOUT (60), KAFKA_STOP_TIMEOUT (30).
+# One broker of several (compose/kafka-cluster.sh sets these): KAFKA_NODE_ID (1),
+#      KAFKA_QUORUM_VOTERS (this node alone), KAFKA_CLUSTER_ID (random; every node of a
+#      cluster is formatted with the same one), KAFKA_REPLICATION (1: default and internal
+#      topics' replication factor), KAFKA_MIN_ISR (1), KAFKA_START_WAIT (1; 0: start returns
+#      without waiting, since a broker of a quorum answers only once a majority runs).
 #
 # SASL_SSL (optional): with KAFKA_SASL_PORT set (e.g. 19094) the broker also listens on
 # SASL_SSL://127.0.0.1:$KAFKA_SASL_PORT: TLS with the development server certificate
@@ -50,6 +55,12 @@ SASL_PORT="${KAFKA_SASL_PORT:-}"
 SASL_USER="${KAFKA_SASL_USER:-feed}"
 SASL_PASSWORD="${KAFKA_SASL_PASSWORD:-feed-dev-password}"
 CERTS_DIR="${KAFKA_CERTS_DIR:-$REPO/.cache/dev-certs}"
+NODE_ID="${KAFKA_NODE_ID:-1}"
+QUORUM_VOTERS="${KAFKA_QUORUM_VOTERS:-$NODE_ID@127.0.0.1:$CONTROLLER_PORT}"
+CLUSTER_ID="${KAFKA_CLUSTER_ID:-}"
+REPLICATION="${KAFKA_REPLICATION:-1}"
+MIN_ISR="${KAFKA_MIN_ISR:-1}"
+START_WAIT="${KAFKA_START_WAIT:-1}"
 
 CACHE_DIR="${CACHE_DIR%/}"
 STATE_DIR="${STATE_DIR%/}"
@@ -243,8 +254,8 @@ write_config() {
   cat >"$PROPS" <<EOF
 # Written by compose/kafka.sh on every start; edits here are overwritten.
 process.roles=broker,controller
-node.id=1
-controller.quorum.voters=1@127.0.0.1:$CONTROLLER_PORT
+node.id=$NODE_ID
+controller.quorum.voters=$QUORUM_VOTERS
 listeners=$listeners
 advertised.listeners=$advertised
 controller.listener.names=CONTROLLER
@@ -252,11 +263,12 @@ inter.broker.listener.name=PLAINTEXT
 listener.security.protocol.map=$protocols
 log.dirs=$DATA_DIR
 num.partitions=3
-default.replication.factor=1
-min.insync.replicas=1
-offsets.topic.replication.factor=1
-transaction.state.log.replication.factor=1
-transaction.state.log.min.isr=1
+default.replication.factor=$REPLICATION
+min.insync.replicas=$MIN_ISR
+offsets.topic.replication.factor=$REPLICATION
+transaction.state.log.replication.factor=$REPLICATION
+transaction.state.log.min.isr=$MIN_ISR
+unclean.leader.election.enable=false
 auto.create.topics.enable=false
 group.initial.rebalance.delay.ms=0
 # After a SIGKILL the controller refuses the restarted broker (DUPLICATE_BROKER_REGISTRATION)
@@ -297,8 +309,8 @@ format_storage() {
   fi
   # Cluster id: 16 random bytes, URL-safe base64 without padding (what `random-uuid` prints);
   # Kafka rejects ids that start with '-'.
-  local id
-  id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')"
+  local id="$CLUSTER_ID"
+  [[ -n "$id" ]] || id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')"
   while [[ "$id" == -* ]]; do
     id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')"
   done
@@ -379,6 +391,11 @@ cmd_start() {
   setsid "${JAVA_CMD[@]}" kafka.Kafka "$PROPS" >>"$CONSOLE_LOG" 2>&1 </dev/null 9>&- &
   pid=$!
   echo "$pid" >"$PID_FILE"
+  if [[ "$START_WAIT" == 0 ]]; then
+    say "started (pid $pid), not waiting for it to answer"
+    echo "$ADDR"
+    return 0
+  fi
   wait_ready "$pid"
   say "ready (pid $pid) in $((SECONDS - t0)) s"
   echo "$ADDR"

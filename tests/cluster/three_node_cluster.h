@@ -3,7 +3,10 @@
 // tests that run processes (faults, streams). A failing test prints each node's last lines.
 #pragma once
 
+#include <sys/wait.h>
+
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -35,8 +38,34 @@ class ThreeNodeCluster : public ::testing::Test {
  protected:
   using Clock = std::chrono::steady_clock;
 
+  // CLUSTER_BROKERS=3 (the long mode): the three brokers of compose/kafka-cluster.sh, the
+  // shard log and the public topics with replication factor 3 and min.insync.replicas 2.
+  static bool ThreeBrokers() {
+    const char* v = std::getenv("CLUSTER_BROKERS");
+    return v != nullptr && std::string(v) == "3";
+  }
+  static int KafkaClusterScript(const std::string& command) {
+    const std::string cmd =
+        std::string(FEED_REPO_DIR) + "/compose/kafka-cluster.sh " + command + " >/dev/null";
+    const int rc = std::system(cmd.c_str());
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  }
+
   void SetUp() override {
-    ASSERT_TRUE(bridge::test::EnsureBroker()) << "compose/kafka.sh could not start the broker";
+    if (ThreeBrokers()) {
+      ASSERT_EQ(KafkaClusterScript("start"), 0) << "compose/kafka-cluster.sh could not start";
+      const char* port = std::getenv("KAFKA_CLUSTER_PORT");
+      const int base = port != nullptr && *port != '\0' ? std::atoi(port) : 29092;
+      brokers_.clear();
+      for (int i = 0; i < 3; ++i) {
+        brokers_ += (i > 0 ? ",127.0.0.1:" : "127.0.0.1:") + std::to_string(base + 2 * i);
+      }
+    } else {
+      ASSERT_TRUE(bridge::test::EnsureBroker()) << "compose/kafka.sh could not start the broker";
+      brokers_ = bridge::test::Brokers();
+    }
+    const std::string replication = ThreeBrokers() ? "3" : "1";
+    const std::string min_insync = ThreeBrokers() ? "2" : "1";
     topic_ = bridge::test::UniqueName("shard-log");
     stock_topic_ = bridge::test::UniqueName("stock");
     group_ = bridge::test::UniqueName("feed-cluster");
@@ -46,15 +75,31 @@ class ThreeNodeCluster : public ::testing::Test {
     for (int i = 0; i < kNodes; ++i) {
       const int port = test_util::FreeLoopbackPort();
       ASSERT_NE(port, 0) << "no free loopback port";
-      nodes_.push_back(std::make_unique<NodeProcess>(
-          FEED_SERVER_PATH, "node-" + std::to_string(i), port,
-          (root_ / ("node-" + std::to_string(i))).string(),
-          std::vector<std::string>{
-              "--cluster-shards", std::to_string(kShards), "--kafka-brokers",
-              bridge::test::Brokers(), "--cluster-topic", topic_, "--cluster-group", group_,
-              "--cluster-session-timeout-ms", std::to_string(kSessionTimeoutMs),
-              "--kafka-stock-topic", stock_topic_, "--kafka-order-status-topic",
-              stock_topic_ + "-status", "--kafka-receipt-topic", stock_topic_ + "-receipts"}));
+      nodes_.push_back(
+          std::make_unique<NodeProcess>(FEED_SERVER_PATH, "node-" + std::to_string(i), port,
+                                        (root_ / ("node-" + std::to_string(i))).string(),
+                                        std::vector<std::string>{"--cluster-shards",
+                                                                 std::to_string(kShards),
+                                                                 "--kafka-brokers",
+                                                                 brokers_,
+                                                                 "--cluster-topic",
+                                                                 topic_,
+                                                                 "--cluster-group",
+                                                                 group_,
+                                                                 "--cluster-session-timeout-ms",
+                                                                 std::to_string(kSessionTimeoutMs),
+                                                                 "--kafka-stock-topic",
+                                                                 stock_topic_,
+                                                                 "--kafka-order-status-topic",
+                                                                 stock_topic_ + "-status",
+                                                                 "--kafka-receipt-topic",
+                                                                 stock_topic_ + "-receipts",
+                                                                 "--cluster-replication-factor",
+                                                                 replication,
+                                                                 "--cluster-min-insync-replicas",
+                                                                 min_insync,
+                                                                 "--kafka-replication-factor",
+                                                                 replication}));
       addresses.push_back(nodes_.back()->address());
     }
     for (auto& node : nodes_) ASSERT_TRUE(node->Start());
@@ -71,8 +116,7 @@ class ThreeNodeCluster : public ::testing::Test {
     }
     for (auto& node : nodes_) node->Kill();
     bridge::test::DeleteTopics(
-        bridge::test::Brokers(),
-        {topic_, stock_topic_, stock_topic_ + "-status", stock_topic_ + "-receipts"});
+        brokers_, {topic_, stock_topic_, stock_topic_ + "-status", stock_topic_ + "-receipts"});
     if (!HasFailure()) std::filesystem::remove_all(root_);
   }
 
@@ -164,6 +208,7 @@ class ThreeNodeCluster : public ::testing::Test {
   std::vector<std::unique_ptr<NodeProcess>> nodes_;
   std::vector<std::string> addresses_;
   std::unique_ptr<RoutingClient> client_;
+  std::string brokers_;
   std::string topic_, stock_topic_, group_;
   std::filesystem::path root_;
 };
