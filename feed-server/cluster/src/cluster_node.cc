@@ -128,6 +128,14 @@ class ClusterNode::Impl {
     auto store = storage::OpenRocksDbStore(rocks);
     if (!store.ok()) return store.status();
     slot.store = std::move(*store);
+    return ResumeReplica(slot);
+  }
+
+  // The slot's replica, reading on from where its store ends (the offset stored with the
+  // newest entry, and the owner as of it). Also after a core stops: what the core appended
+  // but did not commit locally (a round that failed or was fenced part-way) is read again
+  // and stored if valid, as every other node does.
+  absl::Status ResumeReplica(Slot& slot) {
     auto from = LoadShardLogPosition(*slot.store);
     if (!from.ok()) return from.status();
     PublishOwner(slot.shard, from->owner);
@@ -251,7 +259,7 @@ class ClusterNode::Impl {
       core.swap(slot.core);
     }
     if (core == nullptr) return;
-    core->Shutdown();
+    core->Shutdown();  // its committer, the replica's only user while it ran, has stopped
     // Its streams end: the client resumes from its last sequence on the new owner, whose core
     // continues the same sequence (it recovers from the same log).
     core->change_feed().Close(absl::UnavailableError(fmt::format(
@@ -265,6 +273,12 @@ class ClusterNode::Impl {
       slot.relay->Shutdown();
       slot.relay.reset();
       slot.waker.reset();
+    }
+    if (absl::Status resumed = ResumeReplica(slot); !resumed.ok()) {
+      // The old replica stays: it may skip a batch the core appended but did not store
+      // until the node restarts (which resumes from the store).
+      Log()->error("shard {}: resuming its replica from the store: {}", slot.shard,
+                   std::string(resumed.message()));
     }
     Log()->info("shard {}: no longer served here: {}", slot.shard, why);
   }
