@@ -5,10 +5,13 @@
 #   cluster  one cluster node serving all --cluster-shards shards (each batch appended to the
 #            shard log with acks=all and read back before the answer: the acknowledgement
 #            point of docs/CLUSTER.md), on the local broker of compose/kafka.sh.
+#   cluster-1-round  the same cluster node with one round of appends in flight per shard
+#            instead of CLUSTER_ROUNDS (what the pipelined rounds buy).
 # The difference is the cost of the acknowledgement point. Results: bench/results/cluster/
-# c<CONCURRENCY>/ (JSON per run) and a table on stdout. Takes about 30 seconds.
+# c<CONCURRENCY>/ (JSON per run) and a table on stdout. Takes about 45 seconds.
 #
 # Env: BUILD_DIR (build), BENCH_SECONDS (10), CLUSTER_SHARDS (12), CONCURRENCY (64),
+#      CLUSTER_ROUNDS (4: --cluster-rounds-in-flight of the `cluster` run),
 #      CLUSTER_RELAY=1 (the cluster node also relays each shard's events to the public topics,
 #      one relay per shard; results in c<CONCURRENCY>-relay/).
 set -euo pipefail
@@ -19,6 +22,7 @@ SECS="${BENCH_SECONDS:-10}"
 SHARDS="${CLUSTER_SHARDS:-12}"
 CONCURRENCY="${CONCURRENCY:-64}"
 RELAY="${CLUSTER_RELAY:-}"
+ROUNDS="${CLUSTER_ROUNDS:-4}"
 OUT="$REPO/bench/results/cluster/c$CONCURRENCY${RELAY:+-relay}"
 mkdir -p "$OUT"
 rm -f "$OUT"/*.json
@@ -75,26 +79,32 @@ wait_ready "$WORK/single.log"
 load single
 stop
 
-"$SERVER" --listen "$ADDR" --metrics-listen "" --data-dir "$WORK/cluster" --log-rpcs false \
-  --durability sync --cluster-shards "$SHARDS" --cluster-node-id bench-node \
-  --cluster-brokers "$BROKERS" --cluster-topic "bench-shard-log-$PORT" \
-  ${RELAY:+--kafka-brokers "$BROKERS" --kafka-stock-topic "bench-stock-$PORT"} \
-  ${RELAY:+--kafka-order-status-topic "bench-status-$PORT" --kafka-receipt-topic "bench-receipts-$PORT"} \
-  --cluster-group "bench-$PORT" >"$WORK/cluster.log" 2>&1 &
-PID=$!
-wait_ready "$WORK/cluster.log"
-# Serving once the group has assigned every shard and each is claimed.
-for _ in $(seq 1 200); do
-  [ "$(grep -c 'serving at epoch' "$WORK/cluster.log")" -ge "$SHARDS" ] && break
-  sleep 0.1
-done
-load cluster
-stop
+cluster() {  # cluster NAME ROUNDS_IN_FLIGHT
+  "$SERVER" --listen "$ADDR" --metrics-listen "" --data-dir "$WORK/$1" --log-rpcs false \
+    --durability sync --cluster-shards "$SHARDS" --cluster-node-id bench-node \
+    --cluster-brokers "$BROKERS" --cluster-topic "bench-shard-log-$PORT-$1" \
+    --cluster-rounds-in-flight "$2" \
+    ${RELAY:+--kafka-brokers "$BROKERS" --kafka-stock-topic "bench-stock-$PORT-$1"} \
+    ${RELAY:+--kafka-order-status-topic "bench-status-$PORT-$1" --kafka-receipt-topic "bench-receipts-$PORT-$1"} \
+    --cluster-group "bench-$PORT-$1" >"$WORK/$1.log" 2>&1 &
+  PID=$!
+  wait_ready "$WORK/$1.log"
+  # Serving once the group has assigned every shard and each is claimed.
+  for _ in $(seq 1 200); do
+    [ "$(grep -c 'serving at epoch' "$WORK/$1.log")" -ge "$SHARDS" ] && break
+    sleep 0.1
+  done
+  load "$1"
+  stop
+}
+cluster cluster "$ROUNDS"
+cluster cluster-1-round 1
 
-python3 - "$OUT" <<'PY'
+python3 - "$OUT" "$ROUNDS" <<'PY'
 import json, sys, pathlib
 out = pathlib.Path(sys.argv[1])
-rows = {n: json.loads((out / f"{n}.json").read_text()) for n in ("single", "cluster")}
+rows = {n: json.loads((out / f"{n}.json").read_text())
+        for n in ("single", "cluster", "cluster-1-round")}
 print("| run | throughput/s | p50 ms | p99 ms | p99.9 ms | errors | server CPU (cores) |")
 print("|---|---|---|---|---|---|---|")
 for name, r in rows.items():
@@ -105,4 +115,7 @@ s, c = rows["single"], rows["cluster"]
 ms = lambda r, k: r["latency_us"][k] / 1000
 print(f"\ncluster / single throughput: {c['throughput'] / s['throughput']:.2f}; "
       f"p50 {ms(c, 'p50') - ms(s, 'p50'):+.2f} ms, p99 {ms(c, 'p99') - ms(s, 'p99'):+.2f} ms")
+one = rows["cluster-1-round"]
+print(f"cluster ({sys.argv[2]} rounds in flight) / cluster (1 round): "
+      f"{c['throughput'] / one['throughput']:.2f}")
 PY

@@ -92,7 +92,8 @@ class CoreFailoverTest : public ::testing::Test {
   void TakeOver(Node& node) {
     ASSERT_TRUE(node.replica->Claim(clock_.NowMillis(), kTimeoutMs).ok());
     core::CoreOptions options;
-    options.replicated_log = std::make_shared<ShardLogReplication>(*node.replica, kTimeoutMs);
+    options.replicated_log = std::make_shared<ShardLogReplication>(
+        *node.replica, node.replica->ledger().owner(), kTimeoutMs);
     auto core = InventoryCore::Open(*node.store, clock_, options);
     ASSERT_TRUE(core.ok()) << core.status();
     node.core = std::move(*core);

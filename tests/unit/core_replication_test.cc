@@ -9,20 +9,52 @@
 namespace feed::core_test {
 namespace {
 
+// Rounds are appended when started and confirmed when Confirmed is called (after
+// HoldConfirmations, only once ReleaseConfirmations is: rounds then pile up in flight).
 class MemoryLog : public core::ReplicatedLog {
  public:
-  absl::StatusOr<std::vector<int64_t>> Append(
-      const std::vector<std::string_view>& journal_entries) override {
+  class MemoryRound : public Round {
+   public:
+    MemoryRound(MemoryLog& log, absl::StatusOr<std::vector<int64_t>> positions)
+        : log_(log), positions_(std::move(positions)) {}
+    absl::StatusOr<std::vector<int64_t>> Confirmed() override {
+      std::unique_lock lock(log_.mu_);
+      log_.cv_.wait(lock, [&] { return !log_.hold_; });
+      if (!log_.fail_.ok()) return log_.fail_;
+      return positions_;
+    }
+
+   private:
+    MemoryLog& log_;
+    absl::StatusOr<std::vector<int64_t>> positions_;
+  };
+
+  std::unique_ptr<Round> Start(const std::vector<std::string_view>& journal_entries) override {
     std::lock_guard lock(mu_);
-    if (!fail_.ok()) return fail_;
+    if (!fail_.ok()) return std::make_unique<MemoryRound>(*this, fail_);
     std::vector<int64_t> positions;
     for (std::string_view entry : journal_entries) {
       positions.push_back(next_position_);
       next_position_ += 10;  // positions need not be dense (Kafka offsets are not)
       entries_.emplace_back(entry);
     }
-    ++appends_;
-    return positions;
+    ++rounds_started_;
+    return std::make_unique<MemoryRound>(*this, std::move(positions));
+  }
+  void HoldConfirmations() {
+    std::lock_guard lock(mu_);
+    hold_ = true;
+  }
+  void ReleaseConfirmations() {
+    {
+      std::lock_guard lock(mu_);
+      hold_ = false;
+    }
+    cv_.notify_all();
+  }
+  size_t rounds_started() {
+    std::lock_guard lock(mu_);
+    return rounds_started_;
   }
   std::vector<std::string> entries() {
     std::lock_guard lock(mu_);
@@ -35,11 +67,24 @@ class MemoryLog : public core::ReplicatedLog {
 
  private:
   std::mutex mu_;
+  std::condition_variable cv_;
+  bool hold_ = false;
   absl::Status fail_;
   int64_t next_position_ = 100;
-  size_t appends_ = 0;
+  size_t rounds_started_ = 0;
   std::vector<std::string> entries_;
 };
+
+// Polls `done` for up to 10 s.
+template <class Done>
+bool WaitUntil(Done done) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return true;
+}
 
 class ReplicationTest : public CoreTest {
  protected:
@@ -102,6 +147,54 @@ TEST_F(ReplicationTest, ConcurrentCallsAreLoggedInCommitOrderWithoutGaps) {
     next = entry.last_sequence() + 1;
   }
   EXPECT_EQ(next, kCalls + 2u);
+}
+
+// Up to replication_rounds_in_flight rounds are on their way at once (the committer seals and
+// sends the next while the log confirms the earlier ones), never more; they are stored and
+// answered in the order they were started.
+TEST_F(ReplicationTest, SeveralRoundsAreOnTheirWayAtOnceAndAnsweredInOrder) {
+  ASSERT_OK(Adjust("sku-a", 100));
+  const size_t before = log_->rounds_started();
+  log_->HoldConfirmations();
+  constexpr int kCalls = 6;
+  std::mutex mu;
+  std::vector<int> answered;  // call numbers, in the order answered
+  std::vector<uint64_t> sequences(kCalls);
+  auto reserve = [&](int call) {
+    core_->Reserve(ReserveReq({{"sku-a", 1}}),
+                   [&, call](absl::StatusOr<inv::ReserveResponse> r) {
+                     ASSERT_OK(r);
+                     std::lock_guard lock(mu);
+                     answered.push_back(call);
+                     sequences[static_cast<size_t>(call)] = r->sequence();
+                   },
+                   {});
+  };
+  const size_t rounds = options_.replication_rounds_in_flight;
+  for (size_t call = 0; call < rounds; ++call) {
+    reserve(static_cast<int>(call));  // each its own round: the one before is on its way
+    ASSERT_TRUE(WaitUntil([&] { return log_->rounds_started() == before + call + 1; }))
+        << "round " << call << " did not start while the earlier ones wait";
+  }
+  for (int call = static_cast<int>(rounds); call < kCalls; ++call) reserve(call);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(log_->rounds_started(), before + rounds) << "more rounds than allowed on their way";
+  {
+    std::lock_guard lock(mu);
+    EXPECT_TRUE(answered.empty()) << "a caller was answered before the log confirmed";
+  }
+  log_->ReleaseConfirmations();
+  ASSERT_TRUE(WaitUntil([&] {
+    std::lock_guard lock(mu);
+    return answered.size() == kCalls;
+  }));
+  std::lock_guard lock(mu);
+  for (size_t i = 1; i < answered.size(); ++i) {
+    EXPECT_LT(sequences[static_cast<size_t>(answered[i - 1])],
+              sequences[static_cast<size_t>(answered[i])])
+        << "answered out of commit order";
+  }
+  EXPECT_EQ(StoredEntries(), log_->entries());
 }
 
 TEST_F(ReplicationTest, AFailedAppendAnswersNoCallerStoresNothingAndStopsTheCore) {

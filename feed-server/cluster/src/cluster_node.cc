@@ -225,8 +225,8 @@ class ClusterNode::Impl {
     }
     core::CoreOptions core_options = options_.core;
     core_options.generated_id_tag = GeneratedIdTag(static_cast<uint32_t>(slot.shard));
-    core_options.replicated_log =
-        std::make_shared<ShardLogReplication>(*slot.replica, options_.log_timeout_ms);
+    core_options.replicated_log = std::make_shared<ShardLogReplication>(
+        *slot.replica, slot.replica->ledger().owner(), options_.log_timeout_ms);
     auto core = core::InventoryCore::Open(*slot.store, clock_, core_options);
     if (!core.ok()) {
       Log()->error("shard {}: opening its core: {}", slot.shard,

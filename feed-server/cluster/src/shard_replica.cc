@@ -71,28 +71,72 @@ absl::StatusOr<std::vector<int64_t>> ShardReplica::AppendAll(
                                                      shard_, ledger_.owner().node_id,
                                                      ledger_.owner().epoch, self_.node_id));
   }
-  const ShardOwner claim = ledger_.owner();
-  std::vector<internal::v1::ShardLogRecord> records;
-  records.reserve(entries.size());
-  for (std::string_view entry : entries) records.push_back(MakeBatch(claim, std::string(entry)));
-  auto offsets = AppendRecords(records);
-  if (!offsets.ok()) return offsets.status();
-  // Offsets of one partition grow in append order (idempotent producer).
-  size_t next_to_confirm = 0;
-  int64_t first_fenced = -1;
-  own_offsets_ = &*offsets;
-  absl::Status read = ReadTo(offsets->back() + 1, timeout_ms, [&](int64_t offset, Verdict v) {
-    if (next_to_confirm < offsets->size() && offset == (*offsets)[next_to_confirm]) {
-      ++next_to_confirm;
-      if (v != Verdict::kBatchValid && first_fenced < 0) first_fenced = offset;
+  return ConfirmAppend(*StartAppend(ledger_.owner(), entries), timeout_ms);
+}
+
+// The offsets of one round, filled in by the producer's delivery reports (shared with them:
+// a round dropped unconfirmed must not leave them writing into freed memory).
+class ShardReplica::PendingAppend {
+ public:
+  PendingAppend(ShardOwner claim, size_t records)
+      : claim_(std::move(claim)), left_(records), offsets_(records) {}
+
+  void Delivered(size_t i, absl::StatusOr<int64_t> offset) {
+    std::lock_guard lock(mu_);
+    offsets_[i] = std::move(offset);
+    if (--left_ == 0) cv_.notify_all();
+  }
+  absl::StatusOr<std::vector<int64_t>> Wait() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return left_ == 0; });
+    std::vector<int64_t> offsets;
+    offsets.reserve(offsets_.size());
+    for (auto& offset : offsets_) {
+      if (!offset.ok()) return offset.status();
+      offsets.push_back(*offset);
     }
-  });
-  own_offsets_ = nullptr;
-  if (!read.ok()) return read;
-  if (first_fenced >= 0 || next_to_confirm != offsets->size()) {
+    return offsets;
+  }
+  const ShardOwner& claim() const { return claim_; }
+
+ private:
+  const ShardOwner claim_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  size_t left_;
+  std::vector<absl::StatusOr<int64_t>> offsets_;
+};
+
+std::shared_ptr<ShardReplica::PendingAppend> ShardReplica::StartAppend(
+    const ShardOwner& claim, const std::vector<std::string_view>& entries) {
+  auto pending = std::make_shared<PendingAppend>(claim, entries.size());
+  for (size_t i = 0; i < entries.size(); ++i) {
+    writer_.Append(
+        shard_, MakeBatch(claim, std::string(entries[i])).SerializeAsString(),
+        [pending, i](absl::StatusOr<int64_t> offset) { pending->Delivered(i, std::move(offset)); });
+  }
+  return pending;
+}
+
+absl::StatusOr<std::vector<int64_t>> ShardReplica::ConfirmAppend(PendingAppend& pending,
+                                                                 int64_t timeout_ms) {
+  if (!serving_.has_value() || serving_->epoch != pending.claim().epoch ||
+      serving_->node_id != pending.claim().node_id) {
+    serving_ = pending.claim();
+    lost_at_ = INT64_MAX;
+  }
+  auto offsets = pending.Wait();
+  if (!offsets.ok()) return offsets.status();
+  if (offsets->empty()) return offsets;
+  // Offsets of one partition grow in append order (idempotent producer). A batch of ours is
+  // valid unless a newer claim precedes it: read past the round, then compare.
+  if (absl::Status read = ReadTo(offsets->back() + 1, timeout_ms); !read.ok()) return read;
+  if (offsets->back() > lost_at_) {
+    const int64_t first_fenced = *std::upper_bound(offsets->begin(), offsets->end(), lost_at_);
     return absl::AbortedError(fmt::format(
         "shard {}: batch at offset {} fenced: {} claimed the shard at epoch {} (ours was {})",
-        shard_, first_fenced, ledger_.owner().node_id, ledger_.owner().epoch, claim.epoch));
+        shard_, first_fenced, ledger_.owner().node_id, ledger_.owner().epoch,
+        pending.claim().epoch));
   }
   return offsets;
 }
@@ -125,9 +169,9 @@ absl::StatusOr<std::vector<int64_t>> ShardReplica::AppendRecords(
   return offsets;
 }
 
-bool ShardReplica::Own(int64_t offset) const {
-  return own_offsets_ != nullptr &&
-         std::binary_search(own_offsets_->begin(), own_offsets_->end(), offset);
+bool ShardReplica::Own(const internal::v1::ShardLogRecord& record) const {
+  return serving_.has_value() && record.node_id() == serving_->node_id &&
+         record.epoch() == serving_->epoch;
 }
 
 absl::Status ShardReplica::ReadTo(int64_t end, int64_t timeout_ms, const Observer& observe) {
@@ -161,8 +205,7 @@ absl::Status ShardReplica::ApplyRecords(std::vector<bridge::LoggedRecord>& recor
                                 : Verdict::kMalformed;
     switch (verdict) {
       case Verdict::kBatchValid:
-        if (absl::Status applied =
-                apply_(record.journal_entry(), logged.offset, Own(logged.offset));
+        if (absl::Status applied = apply_(record.journal_entry(), logged.offset, Own(record));
             !applied.ok()) {
           return applied;
         }
@@ -172,6 +215,7 @@ absl::Status ShardReplica::ApplyRecords(std::vector<bridge::LoggedRecord>& recor
         ++stats_.fenced;
         break;
       case Verdict::kClaimAccepted:
+        if (serving_.has_value() && lost_at_ == INT64_MAX) lost_at_ = logged.offset;
         if (apply_claim_) {
           if (absl::Status applied = apply_claim_(ledger_.owner()); !applied.ok()) {
             return applied;

@@ -38,6 +38,9 @@ void CommitPipeline::Start() {
   };
   writer_ = named("feed-writer", &CommitPipeline::WriterLoop, this);
   committer_ = named("feed-committer", &CommitPipeline::CommitterLoop, this);
+  if (options_.replicated_log != nullptr) {
+    replicator_ = named("feed-replicator", &CommitPipeline::ReplicatorLoop, this);
+  }
   completer_ = named("feed-completer", &CommitPipeline::CompleterLoop, this);
   publisher_ = named("feed-publisher", &CommitPipeline::PublisherLoop, this);
 }
@@ -55,6 +58,8 @@ void CommitPipeline::Shutdown() {
   join(writer_);
   commit_.Close();
   join(committer_);
+  replicate_.Close();
+  join(replicator_);
   complete_.Close();
   join(completer_);
   publish_.Close();
@@ -146,7 +151,10 @@ void CommitPipeline::RunBatch(std::vector<std::unique_ptr<Command>>& commands, b
     std::lock_guard lock(mu_);
     commands_waiting = !queue_.empty();
   }
-  if (!commands_waiting && commit_.idle() && complete_.idle()) {
+  // Never in cluster mode: the writer would wait out the log's round trip, and the commands
+  // arriving meanwhile with it.
+  if (options_.replicated_log == nullptr && !commands_waiting && commit_.idle() &&
+      complete_.idle()) {
     std::vector<BatchPtr> alone{std::move(batch)};
     alone.front()->commit_status = Write(alone);
     Complete(alone);
@@ -160,10 +168,41 @@ void CommitPipeline::RunBatch(std::vector<std::unique_ptr<Command>>& commands, b
 void CommitPipeline::CommitterLoop() {
   std::vector<BatchPtr> batches;
   while (commit_.PopAll(&batches)) {
+    if (options_.replicated_log != nullptr) {
+      // Cluster mode: the round leaves for the log, and the committer is free for the next
+      // one while the replicator waits (held back once replication_rounds_in_flight wait).
+      replicate_.AwaitRoom();  // at most replication_rounds_in_flight rounds on their way
+      ReplicationRound round{batches, nullptr, absl::OkStatus(), std::chrono::steady_clock::now()};
+      round.status = Prepare(round.batches);
+      if (round.status.ok()) round.log_round = StartReplication(round.batches);
+      replicate_.Push(std::move(round));
+      commit_.Done(batches);
+      continue;
+    }
     const absl::Status status = Write(batches);
     for (auto& b : batches) b->commit_status = status;
     complete_.PushAll(batches);
     commit_.Done(batches);  // handed on first, so the two never both look idle meanwhile
+  }
+}
+
+// Stage 2b (cluster mode): each round's confirmation, in the order they were started, then
+// its local commit; on to the completer.
+void CommitPipeline::ReplicatorLoop() {
+  std::vector<ReplicationRound> rounds;
+  while (replicate_.PopAll(&rounds)) {
+    for (ReplicationRound& round : rounds) {
+      absl::Status status = round.status;
+      {
+        std::lock_guard lock(mu_);
+        if (status.ok() && !failed_.ok()) status = failed_;  // an earlier round failed
+      }
+      if (status.ok()) status = ConfirmReplication(round.batches, round.log_round.get());
+      if (status.ok()) status = CommitLocally(round.batches, round.started);
+      for (auto& b : round.batches) b->commit_status = status;
+      complete_.PushAll(round.batches);
+    }
+    replicate_.Done(rounds);
   }
 }
 
@@ -188,23 +227,60 @@ void CommitPipeline::PublisherLoop() {
   }
 }
 
-// Only the last write syncs the WAL, which makes the earlier ones durable too (group commit
-// across batches). A failure fails all of them and, through failed_, everything after.
 absl::Status CommitPipeline::Write(std::vector<BatchPtr>& batches) {
+  const auto started = std::chrono::steady_clock::now();
+  if (absl::Status s = Prepare(batches); !s.ok()) return s;
+  return CommitLocally(batches, started);
+}
+
+absl::Status CommitPipeline::Prepare(std::vector<BatchPtr>& batches) {
   {
     std::lock_guard lock(mu_);
     if (!failed_.ok()) return failed_;
   }
-  const auto started = std::chrono::steady_clock::now();
   for (const auto& b : batches) {
     if (!b->broken.ok()) return Fail(b->broken);
   }
   if (stages_.seal) {
     for (const auto& b : batches) stages_.seal(*b);
   }
-  if (options_.replicated_log != nullptr) {
-    if (absl::Status s = Replicate(batches); !s.ok()) return Fail(s);
+  return absl::OkStatus();
+}
+
+std::unique_ptr<ReplicatedLog::Round> CommitPipeline::StartReplication(
+    const std::vector<BatchPtr>& batches) {
+  std::vector<std::string_view> entries;
+  for (const auto& b : batches) {
+    if (!b->journal_entry.empty()) entries.push_back(b->journal_entry);
   }
+  if (entries.empty()) return nullptr;
+  return options_.replicated_log->Start(entries);
+}
+
+absl::Status CommitPipeline::ConfirmReplication(const std::vector<BatchPtr>& batches,
+                                                ReplicatedLog::Round* round) {
+  if (round == nullptr) return absl::OkStatus();
+  auto positions = round->Confirmed();
+  if (!positions.ok()) return Fail(positions.status());
+  std::vector<Batch*> logged;
+  for (const auto& b : batches) {
+    if (!b->journal_entry.empty()) logged.push_back(b.get());
+  }
+  if (positions->size() != logged.size()) {
+    return Fail(absl::InternalError(fmt::format("replicated log: {} positions for {} entries",
+                                                positions->size(), logged.size())));
+  }
+  for (size_t i = 0; i < logged.size(); ++i) {
+    logged[i]->group->Put(storage::Table::kMeta, storage::meta_keys::kShardLogOffset,
+                          storage::EncodeSequence(static_cast<uint64_t>((*positions)[i])));
+  }
+  return absl::OkStatus();
+}
+
+// Only the last write syncs the WAL, which makes the earlier ones durable too (group commit
+// across batches). A failure fails all of them and, through failed_, everything after.
+absl::Status CommitPipeline::CommitLocally(std::vector<BatchPtr>& batches,
+                                           std::chrono::steady_clock::time_point started) {
   size_t last_write = batches.size();
   for (size_t i = 0; i < batches.size(); ++i) {
     if (batches[i]->group->Count() > 0) last_write = i;
@@ -233,28 +309,6 @@ absl::Status CommitPipeline::Write(std::vector<BatchPtr>& batches) {
   }
   committed_batch_.store(batches.back()->id, std::memory_order_release);
   batches_written_.fetch_add(1, std::memory_order_relaxed);
-  return absl::OkStatus();
-}
-
-absl::Status CommitPipeline::Replicate(std::vector<BatchPtr>& batches) {
-  std::vector<std::string_view> entries;
-  std::vector<Batch*> logged;
-  for (const auto& b : batches) {
-    if (b->journal_entry.empty()) continue;
-    entries.push_back(b->journal_entry);
-    logged.push_back(b.get());
-  }
-  if (entries.empty()) return absl::OkStatus();
-  auto positions = options_.replicated_log->Append(entries);
-  if (!positions.ok()) return positions.status();
-  if (positions->size() != logged.size()) {
-    return absl::InternalError(fmt::format("replicated log: {} positions for {} entries",
-                                           positions->size(), logged.size()));
-  }
-  for (size_t i = 0; i < logged.size(); ++i) {
-    logged[i]->group->Put(storage::Table::kMeta, storage::meta_keys::kShardLogOffset,
-                          storage::EncodeSequence(static_cast<uint64_t>((*positions)[i])));
-  }
   return absl::OkStatus();
 }
 

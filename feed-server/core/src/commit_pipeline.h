@@ -18,17 +18,23 @@
 // While a commit is under way, commands gather in the queue and the writer applies them as
 // one batch when the committer is free, or at once when max_batch/8 wait: fewer, larger
 // write rounds. When nothing is being written or completed and no command waits, the writer
-// writes and completes its batch itself (a thread wake-up costs more than it overlaps).
+// writes and completes its batch itself (a thread wake-up costs more than it overlaps; not in
+// cluster mode, where the write waits for the log).
 //
-// In cluster mode (CoreOptions::replicated_log) the committer first appends the sealed entries
-// to the shard's log and waits for them to be confirmed there: that, not the local commit, is
-// what answers the callers (replicated_log.h).
+// In cluster mode (CoreOptions::replicated_log) the sealed entries go to the shard's log
+// first, and their confirmation there, not the local commit, is what answers the callers
+// (replicated_log.h). The committer starts each round and hands it to a fifth stage,
+//   feed-replicator  waits for each round's confirmation, in order, then Store::Commit of its
+//                    batches (no WAL sync: the log holds them) and Stages::committed,
+// so that up to replication_rounds_in_flight rounds are on their way to the log at once.
 //
 // A failed commit stops the pipeline for good (crash-only: a restart recovers the committed
 // state): that batch and every later command fail with UNAVAILABLE.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -92,17 +98,36 @@ class CommitPipeline {
   uint64_t events_completed() const { return events_completed_.load(std::memory_order_relaxed); }
 
  private:
+  // Cluster mode: one round of batches on its way to the replicated log.
+  struct ReplicationRound {
+    std::vector<BatchPtr> batches;
+    std::unique_ptr<ReplicatedLog::Round> log_round;  // null when no batch has an entry
+    absl::Status status;  // a failure before the log: the round fails as a whole
+    std::chrono::steady_clock::time_point started;
+  };
+
   void WriterLoop();
   void CommitterLoop();
+  void ReplicatorLoop();
   void CompleterLoop();
   void PublisherLoop();
   // The writer's rule: apply now? With mu_ held.
   bool WriterMayApply() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RunBatch(std::vector<std::unique_ptr<Command>>& commands, bool sweep);
+  // Single-node mode: Prepare, then CommitLocally, on one thread (the committer, or the
+  // writer when idle).
   absl::Status Write(std::vector<BatchPtr>& batches);
-  // Cluster mode: the batches' entries into the replicated log, their positions into their
-  // write groups.
-  absl::Status Replicate(std::vector<BatchPtr>& batches);
+  // Before anything leaves: the pipeline has not failed, no batch is broken; seals them.
+  absl::Status Prepare(std::vector<BatchPtr>& batches);
+  // Cluster mode: the batches' entries on their way to the log (null when none has one).
+  std::unique_ptr<ReplicatedLog::Round> StartReplication(const std::vector<BatchPtr>& batches);
+  // Waits for `round` (may be null) and writes each logged batch's position into its group.
+  absl::Status ConfirmReplication(const std::vector<BatchPtr>& batches,
+                                  ReplicatedLog::Round* round);
+  // The store commit of each batch (the last one syncing the WAL, in single-node mode), then
+  // Stages::committed.
+  absl::Status CommitLocally(std::vector<BatchPtr>& batches,
+                             std::chrono::steady_clock::time_point started);
   // Stops the pipeline for good after a failed commit.
   absl::Status Fail(const absl::Status& cause);
   void Complete(const std::vector<BatchPtr>& batches);
@@ -124,7 +149,10 @@ class CommitPipeline {
 
   // writer -> committer: batches being written count too, so at most 16 are uncommitted.
   Handoff<BatchPtr> commit_{kMaxBatchesInFlight, Handoff<BatchPtr>::Bound::kWaitingAndTaken};
-  // committer -> completer.
+  // Cluster mode, committer -> replicator: rounds on their way to the log.
+  Handoff<ReplicationRound> replicate_{std::max<size_t>(1, options_.replication_rounds_in_flight),
+                                       Handoff<ReplicationRound>::Bound::kWaitingAndTaken};
+  // committer (replicator in cluster mode) -> completer.
   Handoff<BatchPtr> complete_{kMaxBatchesInFlight, Handoff<BatchPtr>::Bound::kWaiting};
   // completer -> publisher: events of answered commands.
   Handoff<std::vector<EventPtr>> publish_{kMaxUnpublishedEvents,
@@ -133,7 +161,7 @@ class CommitPipeline {
 
   std::atomic<uint64_t> committed_batch_{0};
   std::atomic<uint64_t> batches_written_{0}, commands_completed_{0}, events_completed_{0};
-  std::thread writer_, committer_, completer_, publisher_;
+  std::thread writer_, committer_, replicator_, completer_, publisher_;
 };
 
 }  // namespace feed::core

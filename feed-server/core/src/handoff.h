@@ -42,6 +42,12 @@ class Handoff {
     not_empty_.notify_one();
   }
 
+  // Blocks until a Push would not block (for the only producer: it then starts the work that
+  // its next item stands for only once there is room for it).
+  void AwaitRoom() {
+    std::unique_lock lock(mu_);
+    WaitForRoom(lock);
+  }
   // Push for several items at once: one wait for room, then all of them go in together (a
   // stage handing on a whole round is held back once, not once per item).
   void PushAll(std::vector<T> items) {

@@ -529,6 +529,11 @@ absl::StatusOr<ParseResult> ParseServerConfig(int argc, char** argv) {
                      "how long a claim or a round of appends to the shard log may take")
           ->check(CLI::Range(int64_t{100}, int64_t{600000})),
       "FEED_CLUSTER_LOG_TIMEOUT_MS");
+  env(app.add_option("--cluster-rounds-in-flight", o.replication_rounds_in_flight,
+                     "rounds of batches each shard may have on their way to the shard log at "
+                     "once")
+          ->check(CLI::Range(1, 64)),
+      "FEED_CLUSTER_ROUNDS_IN_FLIGHT");
   env(app.add_option("--cluster-replication-factor", cl.replication_factor,
                      "replication factor of the shard log when it is created")
           ->check(CLI::Range(1, 32)),

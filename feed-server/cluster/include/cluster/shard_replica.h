@@ -4,12 +4,14 @@
 // appends batches with the acknowledgement point (Append): a batch counts only once it has
 // been read back valid, so an answer given after Append returned OK survives any failover.
 //
-// Not thread-safe: one thread (a standby's applier, or the committer of the owner) drives it.
+// Not thread-safe: one thread (a standby's applier, or the replicator of the owner's core)
+// drives it; StartAppend alone may run on another thread (the owner's committer).
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,9 +36,9 @@ struct ShardReplicaStats {
 
 class ShardReplica {
  public:
-  // A valid batch's journal entry and its offset. `own`: appended by this replica's AppendAll
-  // (its core stores those itself). An error stops the replica (the entry does not decode,
-  // the store fails): the call that read the record returns it.
+  // A valid batch's journal entry and its offset. `own`: appended under the claim this
+  // replica is confirming appends for (its core stores those itself). An error stops the replica
+  // (the entry does not decode, the store fails): the call that read the record returns it.
   using ApplyBatch =
       std::function<absl::Status(std::string_view journal_entry, int64_t offset, bool own)>;
   // An accepted claim (ShardOwner::claim_offset is its offset); errors as for ApplyBatch.
@@ -68,6 +70,16 @@ class ShardReplica {
   absl::StatusOr<std::vector<int64_t>> AppendAll(const std::vector<std::string_view>& entries,
                                                  int64_t timeout_ms);
 
+  // AppendAll in two steps, so that several rounds can be on their way at once. StartAppend
+  // sends the entries as batches of `claim` (the claim this node serves under: owner() right
+  // after Claim) and returns at once; any thread, rounds enter the log in call order.
+  // ConfirmAppend waits for the round's offsets and reads the log up to them: the replica's
+  // thread, rounds in start order; its result is AppendAll's.
+  class PendingAppend;
+  std::shared_ptr<PendingAppend> StartAppend(const ShardOwner& claim,
+                                             const std::vector<std::string_view>& entries);
+  absl::StatusOr<std::vector<int64_t>> ConfirmAppend(PendingAppend& pending, int64_t timeout_ms);
+
   int32_t shard() const { return shard_; }
   const ShardLedger& ledger() const { return ledger_; }
   bool owned() const { return ledger_.OwnedBy(self_.node_id); }
@@ -82,7 +94,8 @@ class ShardReplica {
   absl::Status ReadTo(int64_t end, int64_t timeout_ms, const Observer& observe = nullptr);
   // Applies one poll's records.
   absl::Status ApplyRecords(std::vector<bridge::LoggedRecord>& records, const Observer& observe);
-  bool Own(int64_t offset) const;
+  // A valid batch appended under the claim being confirmed (its core has it).
+  bool Own(const internal::v1::ShardLogRecord& record) const;
   // Appends the records in order (one round trip); their offsets.
   absl::StatusOr<std::vector<int64_t>> AppendRecords(
       const std::vector<internal::v1::ShardLogRecord>& records);
@@ -94,8 +107,10 @@ class ShardReplica {
   const ApplyBatch apply_;
   const ApplyClaim apply_claim_;
   ShardLedger ledger_;
-  // While AppendAll confirms its records: their offsets, in order (what `own` means).
-  const std::vector<int64_t>* own_offsets_ = nullptr;
+  // Once appends are confirmed: the claim they were made under (what `own` means), and the
+  // offset of the first newer claim read after it (every later batch of ours is fenced).
+  std::optional<ShardOwner> serving_;
+  int64_t lost_at_ = INT64_MAX;
   int64_t next_offset_;
   ShardReplicaStats stats_;
 };

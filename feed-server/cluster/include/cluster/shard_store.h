@@ -38,20 +38,37 @@ struct ShardLogPosition {
 absl::StatusOr<ShardLogPosition> LoadShardLogPosition(const storage::ReadView& store);
 
 // The core's ReplicatedLog over a ShardReplica this node owns: each round of batches is one
-// AppendAll (the acknowledgement point). Runs on the committer thread, which then is the
-// replica's only user.
+// StartAppend (committer thread) and ConfirmAppend (replicator thread): the acknowledgement
+// point. `claim` is the one the node took the shard with; the core's threads are the
+// replica's only users while the core runs.
 class ShardLogReplication final : public core::ReplicatedLog {
  public:
-  ShardLogReplication(ShardReplica& replica, int64_t timeout_ms)
-      : replica_(replica), timeout_ms_(timeout_ms) {}
+  ShardLogReplication(ShardReplica& replica, ShardOwner claim, int64_t timeout_ms)
+      : replica_(replica), claim_(std::move(claim)), timeout_ms_(timeout_ms) {}
 
-  absl::StatusOr<std::vector<int64_t>> Append(
-      const std::vector<std::string_view>& journal_entries) override {
-    return replica_.AppendAll(journal_entries, timeout_ms_);
+  std::unique_ptr<Round> Start(const std::vector<std::string_view>& journal_entries) override {
+    return std::make_unique<PendingRound>(replica_, replica_.StartAppend(claim_, journal_entries),
+                                          timeout_ms_);
   }
 
  private:
+  class PendingRound final : public Round {
+   public:
+    PendingRound(ShardReplica& replica, std::shared_ptr<ShardReplica::PendingAppend> pending,
+                 int64_t timeout_ms)
+        : replica_(replica), pending_(std::move(pending)), timeout_ms_(timeout_ms) {}
+    absl::StatusOr<std::vector<int64_t>> Confirmed() override {
+      return replica_.ConfirmAppend(*pending_, timeout_ms_);
+    }
+
+   private:
+    ShardReplica& replica_;
+    const std::shared_ptr<ShardReplica::PendingAppend> pending_;
+    const int64_t timeout_ms_;
+  };
+
   ShardReplica& replica_;
+  const ShardOwner claim_;
   const int64_t timeout_ms_;
 };
 

@@ -74,6 +74,9 @@ struct CoreOptions {
   // Cluster mode: the shard's log every batch must reach before it counts (replicated_log.h).
   // Null: single node, the local commit (with its WAL sync) is the acknowledgement point.
   std::shared_ptr<ReplicatedLog> replicated_log;
+  // With a replicated log: how many rounds of batches may be on their way to it at once (at
+  // least 1: each round waits for the one before).
+  size_t replication_rounds_in_flight = 4;
 };
 
 }  // namespace feed::core
