@@ -3,7 +3,8 @@
 # on this machine share 12 shards (GetShardMap from any node lists them all, claimed, spread
 # over the three); a call on a node that does not serve its shard is answered UNAVAILABLE with
 # the owner's address in `feed-shard-owner`; the owner serves it, and an id it generates names
-# its shard.
+# its shard. Over HTTP every node serves every call: one whose shard another node serves is
+# forwarded to it.
 #
 # Usage: cluster_readme_test.sh FEED_SERVER_BINARY REPO_DIR
 set -u
@@ -16,11 +17,14 @@ source "$REPO/tests/e2e/lib.sh"
 BROKERS="$("$REPO/compose/kafka.sh" status)" || fail "no broker: compose/kafka.sh start"
 SUFFIX="e2e$RANDOM$$"
 ADDRS=()
+declare -A HTTP  # gRPC address -> the node's HTTP address
 for i in 0 1 2; do
-  start_server "$WORK/server-$i.log" --cluster-shards 12 --cluster-node-id "node-$i" \
-    --data-dir "$WORK/node-$i" --kafka-brokers "$BROKERS" --cluster-topic "shard-log.$SUFFIX" \
-    --cluster-group "cluster.$SUFFIX"
+  http_port="$(free_port)"
+  HTTP_LISTEN="127.0.0.1:$http_port" start_server "$WORK/server-$i.log" --cluster-shards 12 \
+    --cluster-node-id "node-$i" --data-dir "$WORK/node-$i" --kafka-brokers "$BROKERS" \
+    --cluster-topic "shard-log.$SUFFIX" --cluster-group "cluster.$SUFFIX"
   ADDRS+=("127.0.0.1:$PORT")
+  HTTP["127.0.0.1:$PORT"]="127.0.0.1:$http_port"
 done
 
 cat >"$WORK/map_summary.py" <<'PY'
@@ -98,4 +102,35 @@ refused="$(grpcurl -plaintext -d "{\"lines\":[{\"sku\":\"sku-1\",\"quantity\":1}
   "$owner" inventory.v1.InventoryService/Reserve 2>&1)"
 echo "$refused" | grep -q "FailedPrecondition" || fail "two shards: $refused"
 echo "$refused" | grep -q "the SKUs are on shards" || fail "two shards: $refused"
-echo "cluster readme commands: ok (sku-1 on shard $shard at $owner)"
+
+# The HTTP gateway of every node: a unary call whose shard another node serves is forwarded
+# there; a stream of another node's shard is refused with the owner in Feed-Shard-Owner.
+third=""
+for a in "${ADDRS[@]}"; do [ "$a" != "$owner" ] && [ "$a" != "$other" ] && third="$a"; done
+expect 0 curl -sS "http://${HTTP[$other]}/v1/shards"
+echo "$OUT" | grep -q '"shardCount":12' || fail "GET /v1/shards: $OUT"
+code="$(curl -sS -o "$WORK/http.json" -w '%{http_code}' -X POST "http://${HTTP[$other]}/v1/reservations" \
+  -H 'Idempotency-Key: e2e-http-1' -d '{"lines":[{"sku":"sku-1","quantity":3}]}')"
+[ "$code" = 201 ] || fail "POST /v1/reservations on a node without the shard: $code $(cat "$WORK/http.json")"
+http_id="$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["reservation"]["reservationId"])' "$WORK/http.json")"
+case "$http_id" in rsv-s$shard-*) ;; *) fail "forwarded reservation id: $http_id" ;; esac
+# The same key again through the third node: the owner replays its answer.
+replay="$(curl -sS -D - -o /dev/null -X POST "http://${HTTP[$third]}/v1/reservations" \
+  -H 'Idempotency-Key: e2e-http-1' -d '{"lines":[{"sku":"sku-1","quantity":3}]}')"
+echo "$replay" | grep -qi "^Idempotent-Replayed: true" || fail "forwarded retry not replayed: $replay"
+expect 0 curl -sS -f "http://${HTTP[$third]}/v1/reservations/$http_id"
+echo "$OUT" | grep -q "\"$http_id\"" || fail "GET the forwarded reservation: $OUT"
+expect 0 curl -sS -f "http://${HTTP[$third]}/v1/stock?sku=sku-1"
+echo "$OUT" | grep -q '"reserved":"5"' || fail "stock after 2 + 3 reserved: $OUT"
+# The owner's refusal comes back as it is: two shards in one reservation.
+code="$(curl -sS -o "$WORK/http.json" -w '%{http_code}' -X POST "http://${HTTP[$other]}/v1/reservations" \
+  -d "{\"lines\":[{\"sku\":\"sku-1\",\"quantity\":1},{\"sku\":\"$two\",\"quantity\":1}]}")"
+[ "$code" = 400 ] && grep -q "the SKUs are on shards" "$WORK/http.json" ||
+  fail "two shards over HTTP: $code $(cat "$WORK/http.json")"
+headers="$(curl -sS -D - -o /dev/null -m 5 "http://${HTTP[$other]}/v1/stock:watch?sku=sku-1")"
+echo "$headers" | grep -q "^HTTP/1.1 503" || fail "a stream of another node's shard: $headers"
+echo "$headers" | grep -qi "^Feed-Shard-Owner: $owner" || fail "no Feed-Shard-Owner $owner: $headers"
+# On the owner the stream runs: a snapshot of sku-1.
+curl -sS -m 2 "http://${HTTP[$owner]}/v1/stock:watch?sku=sku-1" >"$WORK/watch.ndjson" 2>/dev/null
+grep -q '"KIND_SNAPSHOT"' "$WORK/watch.ndjson" || fail "watch on the owner: $(head -3 "$WORK/watch.ndjson")"
+echo "cluster readme commands: ok (sku-1 on shard $shard at $owner; HTTP forwarded from $other)"

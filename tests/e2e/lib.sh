@@ -5,14 +5,15 @@ fail() { echo "FAIL: $*" >&2; tail -5 "$WORK"/server*.log >&2 2>/dev/null; exit 
 cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$WORK"; }
 trap cleanup EXIT
 . "$(dirname "${BASH_SOURCE[0]}")/../util/free_port.sh"
-# start_server LOG ARGS...: a server on a free loopback port (no HTTP, no metrics, access log
+# start_server LOG ARGS...: a server on a free loopback port (HTTP only on $HTTP_LISTEN, no
+# metrics, access log
 # only with LOG_RPCS=true), started
 # once it prints its line; sets PORT and PID.
 start_server() {
   local log="$1"; shift
   PORT="$(free_port)"
   : >"$log"  # exists before the first grep below (the child opens it after the fork)
-  "$SERVER_BIN" --listen "127.0.0.1:$PORT" --http-listen "" --metrics-listen "" \
+  "$SERVER_BIN" --listen "127.0.0.1:$PORT" --http-listen "${HTTP_LISTEN:-}" --metrics-listen "" \
     --log-rpcs "${LOG_RPCS:-false}" "$@" >"$log" 2>&1 &
   PID=$!
   PIDS+=("$PID")

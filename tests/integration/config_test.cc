@@ -112,9 +112,15 @@ TEST(ConfigTest, ClusterModeNeedsANodeIdAndBrokersAndDropsTheSingleNodeOnlyParts
   ASSERT_FALSE(no_brokers.ok());
   EXPECT_THAT(no_brokers.status().message(), HasSubstr("--cluster-brokers"));
   auto http = Parse({"--cluster-shards", "12", "--cluster-node-id", "n1", "--kafka-brokers",
-                     "127.0.0.1:19092", "--http-listen", "127.0.0.1:8081"});
-  ASSERT_FALSE(http.ok());
-  EXPECT_THAT(http.status().message(), HasSubstr("--http-listen: the HTTP gateway is not served"));
+                     "127.0.0.1:19092", "--http-listen", "127.0.0.1:8081",
+                     "--cluster-rounds-in-flight", "2"});
+  ASSERT_TRUE(http.ok()) << http.status();
+  EXPECT_EQ(http->config->http.listen, "127.0.0.1:8081");  // given: the gateway runs
+  EXPECT_EQ(http->config->core.replication_rounds_in_flight, 2u);
+  auto rounds = Parse({"--cluster-shards", "12", "--cluster-node-id", "n1", "--kafka-brokers",
+                       "b:1", "--cluster-rounds-in-flight", "0"});
+  ASSERT_FALSE(rounds.ok());
+  EXPECT_THAT(rounds.status().message(), HasSubstr("--cluster-rounds-in-flight"));
   auto isr = Parse({"--cluster-shards", "12", "--cluster-node-id", "n1", "--kafka-brokers", "b:1",
                     "--cluster-min-insync-replicas", "2"});
   ASSERT_FALSE(isr.ok());
@@ -129,7 +135,9 @@ TEST(ConfigTest, ClusterModeNeedsANodeIdAndBrokersAndDropsTheSingleNodeOnlyParts
   EXPECT_EQ(c.advertise, "127.0.0.1:7001");  // from --listen
   EXPECT_EQ(c.topic, "feed.shard-log.v1");
   EXPECT_EQ(c.session_timeout_ms, 6000);
-  EXPECT_TRUE(ok->config->http.listen.empty());  // the default gateway is single-node only
+  // Not given: no gateway (nodes sharing a host would all want the default port).
+  EXPECT_TRUE(ok->config->http.listen.empty());
+  EXPECT_EQ(ok->config->core.replication_rounds_in_flight, 4u);
 }
 
 TEST(ConfigTest, SecurityFlagsAreCheckedTogether) {

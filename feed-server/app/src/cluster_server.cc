@@ -7,7 +7,9 @@
 #include "cluster/cluster_node.h"
 #include "cluster/request_routing.h"
 #include "fmt/format.h"
+#include "grpc_shard_forwarder.h"
 #include "grpcpp/grpcpp.h"
+#include "http/gateway.h"
 #include "security/authorizer.h"
 #include "security/tls_files.h"
 #include "server/logging.h"
@@ -115,6 +117,9 @@ class ClusterServer::Impl {
     if (config_.log_rpcs) {
       access_log_ = std::make_unique<AccessLog>(config_.log_format == "json");
     }
+    auto forwarder = GrpcShardForwarder::Create(config_);
+    if (!forwarder.ok()) return forwarder.status();
+    forwarder_ = std::move(*forwarder);
     ServiceContext sc{nullptr,
                       &metrics_,
                       &config_,
@@ -124,7 +129,8 @@ class ClusterServer::Impl {
                       security_.auth.get(),
                       nullptr,
                       nullptr,
-                      router_.get()};
+                      router_.get(),
+                      forwarder_.get()};
     inventory_service_ = std::make_unique<InventoryServiceImpl>(sc);
     order_service_ = std::make_unique<OrderServiceImpl>(sc);
 
@@ -133,15 +139,23 @@ class ClusterServer::Impl {
     if (!listener.ok()) return listener.status();
     server_ = std::move(listener->server);
     address_ = std::move(listener->address);
+    if (!config_.http.listen.empty()) {
+      auto gateway = http::Gateway::Start(config_.http, sc, *metrics_.registry());
+      if (!gateway.ok()) return gateway.status();
+      gateway_ = std::move(*gateway);
+    }
     if (!config_.metrics_listen.empty()) {
       auto endpoint = StartMetricsEndpoint(config_, metrics_.registry());
       if (!endpoint.ok()) return endpoint.status();
       metrics_endpoint_ = std::move(*endpoint);
     }
     ServerLog()->info(
-        "listening on {}{} as cluster node {} (advertised {}; {} shards on {} at {}, group {}){}",
+        "listening on {}{} as cluster node {} (advertised {}; {} shards on {} at {}, group {}){}{}",
         address_, config_.tls.enabled() ? " with TLS" : "", c.node_id, c.advertise, c.shards,
         c.topic, c.brokers, c.group,
+        gateway_ ? fmt::format(", HTTP on {}{}", config_.tls.enabled() ? "https://" : "http://",
+                               gateway_->address())
+                 : "",
         config_.kafka.brokers.empty()
             ? ", relay to the public topics off"
             : ", each served shard relaying to Kafka at " + config_.kafka.brokers);
@@ -157,11 +171,14 @@ class ClusterServer::Impl {
     ServerLog()->info("shutting down (grace {} ms)", config_.shutdown_grace_ms);
     if (server_) {
       server_->GetHealthCheckService()->Shutdown();
+      streams_.CloseAll(absl::UnavailableError("the server is shutting down"));
+      if (gateway_) gateway_->Shutdown(std::chrono::milliseconds(config_.shutdown_grace_ms));
       server_->Shutdown(std::chrono::system_clock::now() +
                         std::chrono::milliseconds(config_.shutdown_grace_ms));
       server_->Wait();
     }
     metrics_endpoint_.exposer.reset();
+    gateway_.reset();
     server_.reset();
     router_.reset();
     node_.reset();  // stops the cores and closes every shard's store
@@ -177,9 +194,11 @@ class ClusterServer::Impl {
   GrpcSecurity security_;
   std::unique_ptr<cluster::ClusterNode> node_;
   std::unique_ptr<ClusterRouter> router_;
+  std::unique_ptr<GrpcShardForwarder> forwarder_;
   std::unique_ptr<InventoryServiceImpl> inventory_service_;
   std::unique_ptr<OrderServiceImpl> order_service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<http::Gateway> gateway_;
   MetricsEndpoint metrics_endpoint_;
   std::string address_;
   std::mutex mu_;
@@ -200,5 +219,8 @@ absl::StatusOr<std::unique_ptr<ClusterServer>> ClusterServer::Start(const Server
 
 void ClusterServer::Shutdown() { impl_->Shutdown(); }
 const std::string& ClusterServer::address() const { return impl_->address_; }
+std::string ClusterServer::http_address() const {
+  return impl_->gateway_ ? impl_->gateway_->address() : "";
+}
 
 }  // namespace feed::server

@@ -1,21 +1,24 @@
 // The gateway's request dispatch: built-in pages (/healthz, /openapi.json, /swaggerui/,
-// /dashboard/),
-// then the routes from the protos: a unary route runs the method's operation, a streaming
-// route opens an NDJSON or SSE stream. No business logic here: requests and answers are
-// translated, everything else is the core's.
+// /dashboard/), then the routes from the protos: a unary route runs the method's operation (in
+// cluster mode on the shard's core here, or forwarded to the shard's owner), a streaming route
+// opens an NDJSON or SSE stream. No business logic here: requests and answers are translated,
+// everything else is the core's.
 #include "http/gateway.h"
 
 #include <cctype>
 #include <chrono>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
+#include "absl/strings/cord.h"
 #include "dashboard.h"
 #include "fmt/format.h"
 #include "google/protobuf/message.h"
 #include "http_observability.h"
 #include "http_server.h"
 #include "http_streams.h"
+#include "inventory/v1/inventory.pb.h"
 #include "nlohmann/json.hpp"
 #include "route_table.h"
 #include "security/authorizer.h"
@@ -30,6 +33,9 @@ namespace feed::http {
 namespace {
 
 namespace bhttp = boost::beast::http;
+
+// Answered by the gateway itself (the router's map), like the gRPC handler does.
+constexpr std::string_view kGetShardMap = "inventory.v1.InventoryService/GetShardMap";
 using Clock = std::chrono::steady_clock;
 
 std::string_view ContentTypeOf(std::string_view file) {
@@ -267,6 +273,27 @@ class GatewayImpl final : public Gateway {
 
   void RunUnary(const std::shared_ptr<Exchange>& exchange, Record record, const Route& route,
                 google::protobuf::Message& message) {
+    auto answer = [this, exchange, record, route = &route](const absl::Status& status,
+                                                           const google::protobuf::Message* reply) {
+      if (!status.ok()) return ReplyStatus(exchange, record, status);
+      Response response(bhttp::status::ok, 11);
+      response.set(bhttp::field::content_type, "application/json");
+      if (!route->created_field.empty()) {
+        std::string id = FindStringField(*reply, route->created_field);
+        if (!id.empty()) {
+          response.result(bhttp::status::created);
+          response.set(bhttp::field::location, route->created_prefix + "/" + id);
+        }
+      }
+      if (IsReplayed(*reply)) response.set("Idempotent-Replayed", "true");
+      response.body() = ToJson(*reply);
+      Reply(exchange, record, std::move(response));
+    };
+    if (route.grpc_method == kGetShardMap) {
+      inventory::v1::GetShardMapResponse map;  // a single node: no shards
+      if (context_.router != nullptr) map = context_.router->ShardMap();
+      return answer(absl::OkStatus(), &map);
+    }
     const server::Operation* operation = server::FindOperation(route.grpc_method);
     if (operation == nullptr) {
       return ReplyStatus(
@@ -275,26 +302,32 @@ class GatewayImpl final : public Gateway {
     }
     server::CallOptions call;
     call.actor = record.subject;
-    if (auto it = exchange->request().find("Idempotency-Key"); it != exchange->request().end()) {
+    const Request& request = exchange->request();
+    if (auto it = request.find("Idempotency-Key"); it != request.end()) {
       call.idempotency_key = std::string(it->value());
     }
-    operation->Run(*context_.core, message, std::move(call),
-                   [this, exchange, record = std::move(record), route = &route](
-                       const absl::Status& status, const google::protobuf::Message* reply) {
-                     if (!status.ok()) return ReplyStatus(exchange, record, status);
-                     Response response(bhttp::status::ok, 11);
-                     response.set(bhttp::field::content_type, "application/json");
-                     if (!route->created_field.empty()) {
-                       std::string id = FindStringField(*reply, route->created_field);
-                       if (!id.empty()) {
-                         response.result(bhttp::status::created);
-                         response.set(bhttp::field::location, route->created_prefix + "/" + id);
-                       }
-                     }
-                     if (IsReplayed(*reply)) response.set("Idempotent-Replayed", "true");
-                     response.body() = ToJson(*reply);
-                     Reply(exchange, record, std::move(response));
-                   });
+    if (context_.router == nullptr) {
+      return operation->Run(*context_.core, message, std::move(call), std::move(answer));
+    }
+    // Cluster mode: the shard's core when this node serves it, else the owner runs the call.
+    auto routed = context_.router->Route(route.grpc_method, message);
+    if (routed.ok()) return operation->Run(**routed, message, std::move(call), std::move(answer));
+    auto owner = routed.status().GetPayload(
+        absl::string_view(server::kShardOwnerKey.data(), server::kShardOwnerKey.size()));
+    if (!owner.has_value() || context_.forwarder == nullptr) {
+      return answer(routed.status(), nullptr);
+    }
+    std::vector<std::pair<std::string, std::string>> headers;
+    if (auto it = request.find(bhttp::field::authorization); it != request.end()) {
+      headers.emplace_back("authorization", std::string(it->value()));
+    }
+    if (!call.idempotency_key.empty())
+      headers.emplace_back("idempotency-key", call.idempotency_key);
+    const auto* reply_prototype =
+        google::protobuf::MessageFactory::generated_factory()->GetPrototype(
+            route.method->output_type());
+    context_.forwarder->Forward(std::string(*owner), route.grpc_method, message, *reply_prototype,
+                                std::move(headers), std::move(answer));
   }
 
   void OpenStream(const std::shared_ptr<Exchange>& exchange, Record record, const Route& route,

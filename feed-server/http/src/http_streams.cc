@@ -64,6 +64,21 @@ class HttpStream : public core::ChangeListener,
     support_.Unregister();
   }
 
+  // Cluster mode: the stream runs on the core of its shard here; when another node serves the
+  // shard it is refused (503, the owner in Feed-Shard-Owner). True when the stream may go on.
+  bool RouteTo(std::string_view method, const google::protobuf::Message& request) {
+    const auto& sc = support_.context();
+    if (sc.router == nullptr) return true;
+    auto routed = sc.router->Route(method, request);
+    if (!routed.ok()) {
+      Refuse(routed.status());
+      return false;
+    }
+    routed_core_ = *std::move(routed);
+    support_.set_core(routed_core_.get());
+    return true;
+  }
+
   absl::Status Register() {
     absl::Status s = support_.Register(this);
     registered_ = s.ok();
@@ -167,6 +182,8 @@ class HttpStream : public core::ChangeListener,
   std::shared_ptr<HttpStream> self_;
   bool registered_ = false;
   bool finished_ = false;
+  // Cluster mode: keeps the routed core alive while the stream is attached to its feed.
+  std::shared_ptr<core::InventoryCore> routed_core_;
   std::string final_chunk_;
   size_t bytes_ = 0;
 };
@@ -179,7 +196,8 @@ class StockStream final : public HttpStream {
 
   void Start(const inventory::v1::WatchStockRequest& request) {
     const auto& sc = support_.context();
-    sub_.emplace(*sc.core, request, server::StreamQueueLimits(*sc.config));
+    if (!RouteTo("inventory.v1.InventoryService/WatchStock", request)) return;
+    sub_.emplace(*support_.core(), request, server::StreamQueueLimits(*sc.config));
     if (absl::Status valid = sub_->Validate(); !valid.ok()) return Refuse(valid);
     if (absl::Status registered = Register(); !registered.ok()) return Refuse(registered);
     auto attach = support_.Attach(this, sub_->attach_after(), sub_->delivery_keys());
@@ -238,15 +256,16 @@ class OrderStream final : public HttpStream {
       : HttpStream(sc, std::move(exchange), settings, "http_order_updates", std::move(done)) {}
 
   void Start(const order::v1::OrderSubscriptionRequest& request) {
-    const auto& sc = support_.context();
+    if (!RouteTo("order.v1.OrderService/StreamOrderUpdates", request)) return;
+    core::InventoryCore& core = *support_.core();
     sub_.emplace(request.order_id());
-    if (absl::Status valid = sub_->Validate(sc.core->options().limits); !valid.ok()) {
+    if (absl::Status valid = sub_->Validate(core.options().limits); !valid.ok()) {
       return Refuse(valid);
     }
     if (absl::Status registered = Register(); !registered.ok()) return Refuse(registered);
     support_.Attach(this, UINT64_MAX, {sub_->order_id()});
     // Read after attaching: a change that races with the read is either in it or arrives.
-    auto order = sc.core->GetOrder(sub_->order_id());
+    auto order = core.GetOrder(sub_->order_id());
     std::unique_lock lock(mu_);
     if (!order.ok() || finished()) {
       absl::Status why =

@@ -1,10 +1,12 @@
 #include "transcoding.h"
 
+#include "absl/strings/cord.h"
 #include "fmt/format.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
 #include "path_template.h"
+#include "server/core_router.h"
 #include "text.h"
 
 namespace feed::http {
@@ -252,6 +254,11 @@ Response ErrorResponse(const absl::Status& status, int http_status) {
                         http_status ? http_status : HttpStatusOf(status.code())),
                     11);
   response.set(boost::beast::http::field::content_type, "application/json");
+  // Cluster mode: another node serves the request's shard (its gRPC address).
+  if (auto owner = status.GetPayload(
+          absl::string_view(server::kShardOwnerKey.data(), server::kShardOwnerKey.size()))) {
+    response.set("Feed-Shard-Owner", std::string(*owner));
+  }
   response.body() = StatusJson(status);
   return response;
 }

@@ -10,7 +10,7 @@ namespace feed::server {
 namespace {
 
 // Cluster mode's flags, and what it does not serve yet. `http_listen_given`: --http-listen was
-// set (otherwise its default is dropped: the gateway is single-node only).
+// set; otherwise its default is dropped (nodes sharing a host would all want its port).
 absl::Status ValidateCluster(ServerConfig& c, bool http_listen_given) {
   auto& cl = c.cluster;
   if (cl.shards == 0) return absl::OkStatus();
@@ -36,10 +36,7 @@ absl::Status ValidateCluster(ServerConfig& c, bool http_listen_given) {
         "--cluster-min-insync-replicas ({}) must not exceed --cluster-replication-factor ({})",
         cl.min_insync_replicas, cl.replication_factor));
   }
-  if (http_listen_given && !c.http.listen.empty()) {
-    return bad("--http-listen: the HTTP gateway is not served in cluster mode yet");
-  }
-  c.http.listen.clear();
+  if (!http_listen_given) c.http.listen.clear();
   if (!c.restore_from.empty() || c.check_only || c.migrate) {
     return bad(
         "--restore-from, --check and --migrate work on a single node's store, not in "
@@ -534,6 +531,10 @@ absl::StatusOr<ParseResult> ParseServerConfig(int argc, char** argv) {
                      "once")
           ->check(CLI::Range(1, 64)),
       "FEED_CLUSTER_ROUNDS_IN_FLIGHT");
+  env(app.add_option("--cluster-peer-ca-file", cl.peer_ca_file,
+                     "with TLS: the CA bundle other nodes are verified by when the HTTP "
+                     "gateway forwards a call to its shard's owner (default: system roots)"),
+      "FEED_CLUSTER_PEER_CA_FILE");
   env(app.add_option("--cluster-replication-factor", cl.replication_factor,
                      "replication factor of the shard log when it is created")
           ->check(CLI::Range(1, 32)),

@@ -3,9 +3,11 @@
 // gRPC services as a single node. Unary calls are routed by shard: one for a shard this node
 // serves runs on its core; one for another node's shard is answered UNAVAILABLE with the
 // owner's address in the trailing metadata `feed-shard-owner`. GetShardMap answers every
-// shard's owner. With --kafka-brokers each served shard relays its events to the public
-// topics. Not served yet (UNIMPLEMENTED or refused at start): streams, AdminService, the
-// HTTP gateway.
+// shard's owner. Streams of one shard run on its owner like unary calls. With --http-listen
+// the HTTP gateway serves the same routes, forwarding a unary call whose shard another node
+// serves to that node (GrpcShardForwarder). With --kafka-brokers each served shard relays its
+// events to the public topics. Not served yet (UNIMPLEMENTED): node-wide streams, Feed,
+// AdminService.
 //
 // Threads: gRPC's, the cluster node's (feed-members, feed-shards), each owned shard's core
 // threads (core/inventory_core.h), librdkafka's.
@@ -30,6 +32,8 @@ class ClusterServer {
   // cores stop (their shards move to other nodes when the group's session times out).
   void Shutdown();
   const std::string& address() const;
+  // The HTTP gateway's "127.0.0.1:PORT" (empty without --http-listen).
+  std::string http_address() const;
 
   class Impl;
 

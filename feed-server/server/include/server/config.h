@@ -46,8 +46,9 @@ struct ServerConfig {
   // Cluster mode (docs/CLUSTER.md): shards > 0 turns it on. The SKUs are spread over
   // `shards` shards, each one partition of the shard log topic on the brokers, served by one
   // node of the consumer group `group` at a time. Served: the unary calls (routed by shard),
-  // GetShardMap and, with kafka.brokers, the relay of each served shard; not yet: streams,
-  // AdminService, the HTTP gateway.
+  // GetShardMap, streams of one shard, the HTTP gateway (forwarding calls to their shard's
+  // owner) and, with kafka.brokers, the relay of each served shard; not yet: node-wide
+  // streams, Feed, AdminService.
   struct Cluster {
     int shards = 0;
     std::string node_id;    // stable across restarts: [A-Za-z0-9._-], 1..64 characters
@@ -59,6 +60,9 @@ struct ServerConfig {
     int64_t log_timeout_ms = 10000;
     int replication_factor = 1;
     int min_insync_replicas = 1;
+    // With TLS: the CA bundle the HTTP gateway verifies other nodes by when it forwards a call
+    // to a shard's owner (empty: the system's roots).
+    std::string peer_ca_file;
   } cluster;
   // TLS of the gRPC and HTTP ports (same certificate), and who may call what.
   security::TlsOptions tls;

@@ -19,6 +19,7 @@
 #include "server/config.h"
 #include "server/core_router.h"
 #include "server/observability.h"
+#include "server/shard_forwarder.h"
 #include "server/status.h"
 
 namespace feed::server {
@@ -68,6 +69,8 @@ struct ServiceContext {
   admin::StoreOperations* store_operations = nullptr;
   // Cluster mode only.
   const CoreRouter* router = nullptr;
+  // Cluster mode: runs a call on its shard's owner (the HTTP gateway's calls).
+  const ShardForwarder* forwarder = nullptr;
 };
 
 // Answers a request that could not be parsed: counted, logged (rate-limited), and returned

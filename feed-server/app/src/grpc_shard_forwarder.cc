@@ -1,0 +1,104 @@
+#include "grpc_shard_forwarder.h"
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+
+#include "fmt/format.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/support/byte_buffer.h"
+
+namespace feed::server {
+namespace {
+
+absl::StatusOr<std::string> ReadPem(const std::string& path, std::string_view flag) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::InvalidArgumentError(fmt::format("{}: cannot read '{}'", flag, path));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+absl::Status FromGrpc(const grpc::Status& status) {
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+}
+
+// One forwarded call: what gRPC's callback needs alive until it runs.
+struct ForwardedCall {
+  grpc::ClientContext context;
+  grpc::ByteBuffer request;
+  grpc::ByteBuffer reply;
+  std::unique_ptr<google::protobuf::Message> reply_message;
+  ShardForwarder::Done done;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<GrpcShardForwarder>> GrpcShardForwarder::Create(
+    const ServerConfig& config) {
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (config.tls.enabled()) {
+    grpc::SslCredentialsOptions ssl;
+    if (!config.cluster.peer_ca_file.empty()) {
+      auto roots = ReadPem(config.cluster.peer_ca_file, "--cluster-peer-ca-file");
+      if (!roots.ok()) return roots.status();
+      ssl.pem_root_certs = std::move(*roots);
+    }
+    if (config.tls.mutual()) {
+      auto chain = ReadPem(config.tls.cert_file, "--tls-cert-file");
+      if (!chain.ok()) return chain.status();
+      auto key = ReadPem(config.tls.key_file, "--tls-key-file");
+      if (!key.ok()) return key.status();
+      ssl.pem_cert_chain = std::move(*chain);
+      ssl.pem_private_key = std::move(*key);
+    }
+    credentials = grpc::SslCredentials(ssl);
+  }
+  return std::unique_ptr<GrpcShardForwarder>(
+      new GrpcShardForwarder(std::move(credentials), config.cluster.log_timeout_ms));
+}
+
+grpc::GenericStub& GrpcShardForwarder::StubFor(std::string_view address) const {
+  std::lock_guard lock(mu_);
+  auto it = stubs_.find(address);
+  if (it == stubs_.end()) {
+    it = stubs_
+             .emplace(std::string(address), std::make_unique<grpc::GenericStub>(grpc::CreateChannel(
+                                                std::string(address), credentials_)))
+             .first;
+  }
+  return *it->second;
+}
+
+void GrpcShardForwarder::Forward(std::string_view address, std::string_view method,
+                                 const google::protobuf::Message& request,
+                                 const google::protobuf::Message& reply_prototype,
+                                 std::vector<std::pair<std::string, std::string>> headers,
+                                 Done done) const {
+  auto call = std::make_shared<ForwardedCall>();
+  call->done = std::move(done);
+  call->reply_message.reset(reply_prototype.New());
+  call->context.set_deadline(std::chrono::system_clock::now() +
+                             std::chrono::milliseconds(timeout_ms_));
+  for (auto& [key, value] : headers) call->context.AddMetadata(key, value);
+  grpc::Slice bytes(request.SerializeAsString());
+  call->request = grpc::ByteBuffer(&bytes, 1);
+  StubFor(address).UnaryCall(
+      &call->context, fmt::format("/{}", method), grpc::StubOptions(), &call->request, &call->reply,
+      [call](grpc::Status status) {
+        if (!status.ok()) return call->done(FromGrpc(status), nullptr);
+        std::vector<grpc::Slice> slices;
+        std::string reply;
+        if (call->reply.Dump(&slices).ok()) {
+          for (const grpc::Slice& slice : slices) {
+            reply.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+          }
+        }
+        if (!call->reply_message->ParseFromString(reply)) {
+          return call->done(absl::InternalError("the owner's reply did not parse"), nullptr);
+        }
+        call->done(absl::OkStatus(), call->reply_message.get());
+      });
+}
+
+}  // namespace feed::server
