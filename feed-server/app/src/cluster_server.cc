@@ -2,7 +2,6 @@
 
 #include <mutex>
 
-#include "absl/strings/cord.h"
 #include "bridge/shard_log.h"
 #include "cluster/cluster_node.h"
 #include "cluster/request_routing.h"
@@ -37,8 +36,7 @@ class ClusterRouter final : public CoreRouter {
                                       *shard, owner.node_id, owner.address, owner.epoch)
                         : fmt::format("shard {} has no owner yet; retry shortly", *shard));
     if (owner.claimed() && owner.node_id != node_id_) {
-      elsewhere.SetPayload(absl::string_view(kShardOwnerKey.data(), kShardOwnerKey.size()),
-                           absl::Cord(owner.address));
+      SetShardOwner(elsewhere, owner.address);
     }
     return elsewhere;
   }

@@ -1,23 +1,15 @@
 #include "grpc_shard_forwarder.h"
 
 #include <chrono>
-#include <fstream>
-#include <sstream>
 
 #include "fmt/format.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/support/byte_buffer.h"
+#include "grpcpp/support/proto_buffer_reader.h"
+#include "security/flag_file.h"
 
 namespace feed::server {
 namespace {
-
-absl::StatusOr<std::string> ReadPem(const std::string& path, std::string_view flag) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::InvalidArgumentError(fmt::format("{}: cannot read '{}'", flag, path));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 absl::Status FromGrpc(const grpc::Status& status) {
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
@@ -40,14 +32,14 @@ absl::StatusOr<std::unique_ptr<GrpcShardForwarder>> GrpcShardForwarder::Create(
   if (config.tls.enabled()) {
     grpc::SslCredentialsOptions ssl;
     if (!config.cluster.peer_ca_file.empty()) {
-      auto roots = ReadPem(config.cluster.peer_ca_file, "--cluster-peer-ca-file");
+      auto roots = security::ReadFlagFile(config.cluster.peer_ca_file, "--cluster-peer-ca-file");
       if (!roots.ok()) return roots.status();
       ssl.pem_root_certs = std::move(*roots);
     }
     if (config.tls.mutual()) {
-      auto chain = ReadPem(config.tls.cert_file, "--tls-cert-file");
+      auto chain = security::ReadFlagFile(config.tls.cert_file, "--tls-cert-file");
       if (!chain.ok()) return chain.status();
-      auto key = ReadPem(config.tls.key_file, "--tls-key-file");
+      auto key = security::ReadFlagFile(config.tls.key_file, "--tls-key-file");
       if (!key.ok()) return key.status();
       ssl.pem_cert_chain = std::move(*chain);
       ssl.pem_private_key = std::move(*key);
@@ -87,14 +79,8 @@ void GrpcShardForwarder::Forward(std::string_view address, std::string_view meth
       &call->context, fmt::format("/{}", method), grpc::StubOptions(), &call->request, &call->reply,
       [call](grpc::Status status) {
         if (!status.ok()) return call->done(FromGrpc(status), nullptr);
-        std::vector<grpc::Slice> slices;
-        std::string reply;
-        if (call->reply.Dump(&slices).ok()) {
-          for (const grpc::Slice& slice : slices) {
-            reply.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
-          }
-        }
-        if (!call->reply_message->ParseFromString(reply)) {
+        grpc::ProtoBufferReader reader(&call->reply);
+        if (!reader.status().ok() || !call->reply_message->ParseFromZeroCopyStream(&reader)) {
           return call->done(absl::InternalError("the owner's reply did not parse"), nullptr);
         }
         call->done(absl::OkStatus(), call->reply_message.get());

@@ -2,12 +2,10 @@
 
 #include <openssl/crypto.h>
 
-#include <fstream>
-#include <sstream>
-
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_split.h"
 #include "fmt/format.h"
+#include "security/flag_file.h"
 #include "security/static_tokens.h"
 #include "server/logging.h"
 
@@ -38,16 +36,11 @@ absl::StatusOr<std::unique_ptr<MetricsAuth>> MetricsAuth::Create(const std::stri
 }
 
 absl::StatusOr<std::map<std::string, std::string>> MetricsAuth::Load() const {
-  std::ifstream in(file_, std::ios::binary);
-  if (!in) {
-    return absl::InvalidArgumentError(
-        fmt::format("--metrics-basic-auth-file: cannot read '{}'", file_));
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
+  auto text = security::ReadFlagFile(file_, "--metrics-basic-auth-file");
+  if (!text.ok()) return text.status();
   std::map<std::string, std::string> users;
   int number = 0;
-  const std::string all = text.str();
+  const std::string all = std::move(*text);
   for (absl::string_view raw : absl::StrSplit(all, '\n')) {
     ++number;
     std::string_view line(raw.data(), raw.size());

@@ -11,7 +11,6 @@
 #include <optional>
 #include <sstream>
 
-#include "absl/strings/cord.h"
 #include "dashboard.h"
 #include "fmt/format.h"
 #include "google/protobuf/message.h"
@@ -312,8 +311,7 @@ class GatewayImpl final : public Gateway {
     // Cluster mode: the shard's core when this node serves it, else the owner runs the call.
     auto routed = context_.router->Route(route.grpc_method, message);
     if (routed.ok()) return operation->Run(**routed, message, std::move(call), std::move(answer));
-    auto owner = routed.status().GetPayload(
-        absl::string_view(server::kShardOwnerKey.data(), server::kShardOwnerKey.size()));
+    std::optional<std::string> owner = server::ShardOwnerOf(routed.status());
     if (!owner.has_value() || context_.forwarder == nullptr) {
       return answer(routed.status(), nullptr);
     }
@@ -326,7 +324,7 @@ class GatewayImpl final : public Gateway {
     const auto* reply_prototype =
         google::protobuf::MessageFactory::generated_factory()->GetPrototype(
             route.method->output_type());
-    context_.forwarder->Forward(std::string(*owner), route.grpc_method, message, *reply_prototype,
+    context_.forwarder->Forward(*owner, route.grpc_method, message, *reply_prototype,
                                 std::move(headers), std::move(answer));
   }
 

@@ -1,6 +1,5 @@
 #include "transcoding.h"
 
-#include "absl/strings/cord.h"
 #include "fmt/format.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/util/json_util.h"
@@ -255,10 +254,7 @@ Response ErrorResponse(const absl::Status& status, int http_status) {
                     11);
   response.set(boost::beast::http::field::content_type, "application/json");
   // Cluster mode: another node serves the request's shard (its gRPC address).
-  if (auto owner = status.GetPayload(
-          absl::string_view(server::kShardOwnerKey.data(), server::kShardOwnerKey.size()))) {
-    response.set("Feed-Shard-Owner", std::string(*owner));
-  }
+  if (auto owner = server::ShardOwnerOf(status)) response.set("Feed-Shard-Owner", *owner);
   response.body() = StatusJson(status);
   return response;
 }

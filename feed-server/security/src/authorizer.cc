@@ -1,9 +1,7 @@
 #include "security/authorizer.h"
 
 #include <chrono>
-#include <fstream>
 #include <mutex>
-#include <sstream>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
@@ -12,6 +10,7 @@
 #include "common/file_watcher.h"
 #include "common/module_logger.h"
 #include "fmt/format.h"
+#include "security/flag_file.h"
 #include "security/jwt_verifier.h"
 #include "security/rate_limiter.h"
 #include "security/static_tokens.h"
@@ -33,12 +32,9 @@ int64_t NowSeconds() {
 }
 
 absl::StatusOr<StaticTokens> LoadTokens(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return absl::InvalidArgumentError(fmt::format("--auth-token-file: cannot read '{}'", path));
-  std::ostringstream text;
-  text << in.rdbuf();
-  auto tokens = StaticTokens::Parse(text.str());
+  auto text = ReadFlagFile(path, "--auth-token-file");
+  if (!text.ok()) return text.status();
+  auto tokens = StaticTokens::Parse(*text);
   if (!tokens.ok()) {
     return absl::InvalidArgumentError(
         fmt::format("--auth-token-file '{}': {}", path, std::string(tokens.status().message())));

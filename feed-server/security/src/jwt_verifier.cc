@@ -6,12 +6,11 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/str_split.h"
 #include "fmt/format.h"
 #include "nlohmann/json.hpp"
+#include "security/flag_file.h"
 
 namespace feed::security {
 namespace {
@@ -50,14 +49,6 @@ Family FamilyOf(jwt_alg_t alg) {
     default:
       return Family::kOther;
   }
-}
-
-absl::StatusOr<std::string> ReadFile(const std::string& path, std::string_view flag) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::InvalidArgumentError(fmt::format("{}: cannot read '{}'", flag, path));
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
 }
 
 // The `alg` of the token's header (its first part), or JWT_ALG_INVAL. libjwt parses a
@@ -125,7 +116,7 @@ absl::StatusOr<std::shared_ptr<const JwtKeys>> JwtKeys::Load(const JwtOptions& o
   std::string pem;
   bool rsa = false;
   if (!options.hs_secret_file.empty()) {
-    auto text = ReadFile(options.hs_secret_file, "--auth-jwt-hs-secret-file");
+    auto text = ReadFlagFile(options.hs_secret_file, "--auth-jwt-hs-secret-file");
     if (!text.ok()) return text.status();
     secret = std::move(*text);
     while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r')) secret.pop_back();
@@ -136,7 +127,7 @@ absl::StatusOr<std::shared_ptr<const JwtKeys>> JwtKeys::Load(const JwtOptions& o
     }
   }
   if (!options.public_key_file.empty()) {
-    auto text = ReadFile(options.public_key_file, "--auth-jwt-public-key-file");
+    auto text = ReadFlagFile(options.public_key_file, "--auth-jwt-public-key-file");
     if (!text.ok()) return text.status();
     pem = std::move(*text);
     BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));

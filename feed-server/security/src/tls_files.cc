@@ -7,21 +7,13 @@
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "common/module_logger.h"
 #include "fmt/format.h"
+#include "security/flag_file.h"
 
 namespace feed::security {
 namespace {
-
-absl::StatusOr<std::string> Read(const std::string& path, const char* flag) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::InvalidArgumentError(fmt::format("{}: cannot read '{}'", flag, path));
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
 
 // The certificates of a PEM bundle (at least one), owned by the returned stack.
 STACK_OF(X509) * ReadCertificates(const std::string& pem) {
@@ -47,9 +39,9 @@ void WriteAtomically(const std::string& path, const std::string& data) {
 }  // namespace
 
 absl::Status ValidateTlsFiles(const TlsOptions& tls) {
-  auto cert = Read(tls.cert_file, "--tls-cert-file");
+  auto cert = ReadFlagFile(tls.cert_file, "--tls-cert-file");
   if (!cert.ok()) return cert.status();
-  auto key = Read(tls.key_file, "--tls-key-file");
+  auto key = ReadFlagFile(tls.key_file, "--tls-key-file");
   if (!key.ok()) return key.status();
   STACK_OF(X509)* chain = ReadCertificates(*cert);
   const bool has_cert = sk_X509_num(chain) > 0;
@@ -70,7 +62,7 @@ absl::Status ValidateTlsFiles(const TlsOptions& tls) {
         "--tls-key-file: '{}' is not a PEM private key matching --tls-cert-file", tls.key_file));
   }
   if (tls.mutual()) {
-    auto ca = Read(tls.client_ca_file, "--tls-client-ca-file");
+    auto ca = ReadFlagFile(tls.client_ca_file, "--tls-client-ca-file");
     if (!ca.ok()) return ca.status();
     STACK_OF(X509)* cas = ReadCertificates(*ca);
     const bool any = sk_X509_num(cas) > 0;
@@ -114,13 +106,13 @@ absl::StatusOr<std::unique_ptr<StagedTlsFiles>> StagedTlsFiles::Create(const Tls
 }
 
 absl::Status StagedTlsFiles::Copy() const {
-  auto cert = Read(original_.cert_file, "--tls-cert-file");
-  auto key = Read(original_.key_file, "--tls-key-file");
+  auto cert = ReadFlagFile(original_.cert_file, "--tls-cert-file");
+  auto key = ReadFlagFile(original_.key_file, "--tls-key-file");
   if (!cert.ok()) return cert.status();
   if (!key.ok()) return key.status();
   std::string ca;
   if (original_.mutual()) {
-    auto read = Read(original_.client_ca_file, "--tls-client-ca-file");
+    auto read = ReadFlagFile(original_.client_ca_file, "--tls-client-ca-file");
     if (!read.ok()) return read.status();
     ca = std::move(*read);
   }

@@ -16,9 +16,8 @@ void SetFeedResult(const absl::Status& status, inventory::v1::FeedResponse* out)
 }
 
 void AddShardOwnerMetadata(const absl::Status& status, grpc::ServerContextBase* ctx) {
-  auto owner = status.GetPayload(absl::string_view(kShardOwnerKey.data(), kShardOwnerKey.size()));
-  if (owner.has_value()) {
-    ctx->AddTrailingMetadata(std::string(kShardOwnerKey), std::string(*owner));
+  if (auto owner = ShardOwnerOf(status)) {
+    ctx->AddTrailingMetadata(std::string(kShardOwnerKey), *std::move(owner));
   }
 }
 

@@ -4,9 +4,12 @@
 #pragma once
 
 #include <memory>
+#include <optional>
+#include <string>
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/cord.h"
 #include "core/inventory_core.h"
 #include "google/protobuf/message.h"
 #include "inventory/v1/inventory.pb.h"
@@ -16,6 +19,19 @@ namespace feed::server {
 // An UNAVAILABLE answered because another node serves the request's shard carries the owner's
 // address under this payload; the gRPC handlers send it as trailing metadata of this name.
 inline constexpr std::string_view kShardOwnerKey = "feed-shard-owner";
+
+// Debian's Abseil has its own string_view, hence the conversions.
+inline void SetShardOwner(absl::Status& status, std::string_view address) {
+  status.SetPayload(absl::string_view(kShardOwnerKey.data(), kShardOwnerKey.size()),
+                    absl::Cord(absl::string_view(address.data(), address.size())));
+}
+
+// The owner's address `status` carries, if any.
+inline std::optional<std::string> ShardOwnerOf(const absl::Status& status) {
+  auto owner = status.GetPayload(absl::string_view(kShardOwnerKey.data(), kShardOwnerKey.size()));
+  if (!owner.has_value()) return std::nullopt;
+  return std::string(*owner);
+}
 
 class CoreRouter {
  public:
