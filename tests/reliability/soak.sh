@@ -12,8 +12,9 @@
 #   - memory, fds (RocksDB's open .sst files counted apart: they follow flushes and
 #     compactions) and p99 of the last slice against the first (warmed-up) slice: RSS less
 #     RocksDB's block cache and memtables (both bounded by configuration; the cache starts
-#     empty and fills for many minutes) within +64 MB, fds within +16, Reserve p99 within
-#     3x + 10 ms;
+#     empty and fills for many minutes) within +64 MB, fds within +16; Reserve p99 of the
+#     last slices (lower median of the last quarter, at least two) within 3x + 10 ms of the
+#     first, so one stalled slice is reported in the table but does not fail the run;
 #   - the relay drained the outbox to 0 after the load.
 # The table is printed and written to SOAK_REPORT (default: $WORK/soak.md, printed path).
 #
@@ -31,7 +32,8 @@ RESERVE_RATE="${SOAK_RESERVE_RATE:-1000}"
 ORDER_RATE="${SOAK_ORDER_RATE:-200}"
 WATCH_RATE="${SOAK_WATCH_RATE:-200}"
 SLICES=$(((MINUTES * 60 + SLICE - 1) / SLICE))
-[ "$SLICES" -ge 2 ] || SLICES=2
+# At least three: the first is the baseline, the latency verdict needs two more.
+[ "$SLICES" -ge 3 ] || SLICES=3
 WORK="$(mktemp -d /tmp/feed-soak-XXXXXX)"
 REPORT="${SOAK_REPORT:-$WORK/soak.md}"
 . "$REPO/tests/util/free_port.sh"
@@ -150,8 +152,14 @@ if last["own"] > first["own"] + 64:
                     f"{last['own']} MB (> +64 MB)")
 if last["fds"] > first["fds"] + 16:
     failures.append(f"open fds grew from {first['fds']} to {last['fds']} (> +16)")
-if last["p99"] > 3 * first["p99"] + 10:
-    failures.append(f"Reserve p99 grew from {first['p99']:.1f} ms to {last['p99']:.1f} ms")
+# Growth, not one noisy slice: the last slices' lower median (of the last quarter, at least
+# two slices) against the first slice. A stall in one slice (a compaction, a neighbour on the
+# machine) passes; latency that climbs and stays up does not.
+tail = sorted(r["p99"] for r in rows[-max(2, slices // 4):])
+late_p99 = tail[(len(tail) - 1) // 2]
+if late_p99 > 3 * first["p99"] + 10:
+    failures.append(f"Reserve p99 grew from {first['p99']:.1f} ms (first slice) to "
+                    f"{late_p99:.1f} ms (lower median of the last {len(tail)} slices)")
 if depth != "0":
     failures.append(f"outbox depth {depth} 30 s after the load (relay did not drain)")
 with open(report, "w") as f:
