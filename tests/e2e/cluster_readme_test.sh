@@ -6,10 +6,13 @@
 # its shard. Over HTTP every node serves every call: one whose shard another node serves is
 # forwarded to it.
 #
-# Usage: cluster_readme_test.sh FEED_SERVER_BINARY REPO_DIR
+# feedctl asked on the wrong node follows `feed-shard-owner` to the owner.
+#
+# Usage: cluster_readme_test.sh FEED_SERVER_BINARY REPO_DIR FEEDCTL_BINARY
 set -u
 SERVER_BIN="$1"
 REPO="$2"
+FEEDCTL="$3"
 export PATH="$REPO/.cache/gobin:$PATH"
 WORK="$(mktemp -d /tmp/feed-cluster-e2e-XXXXXX)"
 # shellcheck source=lib.sh
@@ -89,6 +92,12 @@ echo "$OUT" | grep -q "\"reservation_id\": \"rsv-s$shard-" || fail "reservation 
 id="$(echo "$OUT" | python3 -c 'import json, sys; print(json.load(sys.stdin)["reservation"]["reservation_id"])')"
 expect 0 grpcurl -plaintext -d "{\"reservation_id\":\"$id\"}" "$owner" \
   inventory.v1.InventoryService/GetReservation
+# feedctl follows feed-shard-owner: asked on a node that does not serve the shard, it
+# answers from the owner (unary calls; its watches resume there the same way).
+expect 0 "$FEEDCTL" --server "$other" --json reservation get "$id"
+echo "$OUT" | grep -q "\"reservationId\":\"$id\"" || fail "feedctl through $other: $OUT"
+expect 0 "$FEEDCTL" --server "$other" --json stock get sku-1
+echo "$OUT" | grep -q '"reserved":"2"' || fail "feedctl stock get through $other: $OUT"
 # A reservation on two shards is refused, naming them.
 two=""
 for n in $(seq 2 50); do

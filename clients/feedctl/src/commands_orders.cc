@@ -44,7 +44,7 @@ int Create(Context& ctx, const CreateArgs& a) {
   Connection* c = ctx.Connect();
   if (c == nullptr) return kUsage;
   order::v1::CreateOrderResponse resp;
-  grpc::Status s = c->orders().CreateOrder(c->NewContext().get(), req, &resp);
+  grpc::Status s = c->Unary(&order::v1::OrderService::Stub::CreateOrder, req, &resp);
   if (!s.ok()) return ctx.output().Error("CreateOrder", s);
   ctx.output().Print(
       resp,
@@ -65,7 +65,7 @@ int Transition(Context& ctx, const char* what,
   Connection* c = ctx.Connect();
   if (c == nullptr) return kUsage;
   OrderResponse resp;
-  grpc::Status s = (c->orders().*call)(c->NewContext().get(), req, &resp);
+  grpc::Status s = c->Unary(call, req, &resp);
   if (!s.ok()) return ctx.output().Error(what, s);
   ctx.output().Print(resp, Describe(resp.order()) + (resp.replayed() ? " (replayed)" : ""));
   return kOk;
@@ -77,7 +77,7 @@ int Get(Context& ctx, const std::string& id) {
   order::v1::GetOrderRequest req;
   req.set_order_id(id);
   order::v1::Order resp;
-  grpc::Status s = c->orders().GetOrder(c->NewContext().get(), req, &resp);
+  grpc::Status s = c->Unary(&order::v1::OrderService::Stub::GetOrder, req, &resp);
   if (!s.ok()) return ctx.output().Error("GetOrder", s);
   ctx.output().Print(resp, Describe(resp));
   return kOk;
@@ -89,17 +89,26 @@ int Follow(Context& ctx, const std::string& id) {
   if (c == nullptr) return kUsage;
   order::v1::OrderSubscriptionRequest req;
   req.set_order_id(id);
-  auto context = c->NewContext(/*streaming=*/true);
   CancelOnInterrupt interrupt;
-  interrupt.Watch(context.get());
-  auto stream = c->orders().StreamOrderUpdates(context.get(), req);
-  order::v1::OrderStatusUpdate update;
-  while (stream->Read(&update)) {
-    ctx.output().Print(update, fmt::format("{} {}: {} (sequence {})", update.order_id(),
-                                           update.status(), update.details(), update.sequence()));
+  grpc::Status s;
+  // In cluster mode a node that does not own the order's shard names the owner: follow it.
+  // After a move mid-stream the new owner starts again with the order's status now.
+  Endpoint* to = &c->primary();
+  for (int hop = 0;; ++hop) {
+    auto context = c->NewContext(/*streaming=*/true);
+    interrupt.Watch(context.get());
+    auto stream = to->orders->StreamOrderUpdates(context.get(), req);
+    order::v1::OrderStatusUpdate update;
+    while (stream->Read(&update)) {
+      ctx.output().Print(update, fmt::format("{} {}: {} (sequence {})", update.order_id(),
+                                             update.status(), update.details(), update.sequence()));
+    }
+    s = stream->Finish();
+    interrupt.Watch(nullptr);
+    const std::string owner = ShardOwnerNamedBy(s, *context);
+    if (owner.empty() || owner == to->address || hop == kMaxOwnerHops) break;
+    to = &c->At(owner);
   }
-  grpc::Status s = stream->Finish();
-  interrupt.Watch(nullptr);
   if (!s.ok() && s.error_code() != grpc::StatusCode::CANCELLED) {
     return ctx.output().Error("StreamOrderUpdates", s);
   }

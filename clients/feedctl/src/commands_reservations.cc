@@ -56,7 +56,7 @@ int Reserve(Context& ctx, const ReserveArgs& a) {
   Connection* c = ctx.Connect();
   if (c == nullptr) return kUsage;
   inventory::v1::ReserveResponse resp;
-  grpc::Status s = c->inventory().Reserve(c->NewContext().get(), req, &resp);
+  grpc::Status s = c->Unary(&inventory::v1::InventoryService::Stub::Reserve, req, &resp);
   if (!s.ok()) return ctx.output().Error("Reserve", s);
   ctx.output().Print(resp, Describe(resp.reservation()) + (resp.replayed() ? " (replayed)" : ""));
   return kOk;
@@ -70,7 +70,7 @@ int Close(Context& ctx, const char* what,
   Connection* c = ctx.Connect();
   if (c == nullptr) return kUsage;
   Resp resp;
-  grpc::Status s = (c->inventory().*call)(c->NewContext().get(), req, &resp);
+  grpc::Status s = c->Unary(call, req, &resp);
   if (!s.ok()) return ctx.output().Error(what, s);
   ctx.output().Print(resp, Describe(resp.reservation()) + (resp.replayed() ? " (replayed)" : ""));
   return kOk;
@@ -82,7 +82,7 @@ int Get(Context& ctx, const std::string& id) {
   inventory::v1::GetReservationRequest req;
   req.set_reservation_id(id);
   inventory::v1::Reservation resp;
-  grpc::Status s = c->inventory().GetReservation(c->NewContext().get(), req, &resp);
+  grpc::Status s = c->Unary(&inventory::v1::InventoryService::Stub::GetReservation, req, &resp);
   if (!s.ok()) return ctx.output().Error("GetReservation", s);
   ctx.output().Print(resp, Describe(resp));
   return kOk;

@@ -34,7 +34,7 @@ int GetStock(Context& ctx, const std::vector<std::string>& skus, const std::stri
     k->set_location(location);
   }
   inventory::v1::GetStockResponse resp;
-  grpc::Status status = c->inventory().GetStock(c->NewContext().get(), req, &resp);
+  grpc::Status status = c->Unary(&inventory::v1::InventoryService::Stub::GetStock, req, &resp);
   if (!status.ok()) return ctx.output().Error("GetStock", status);
   std::string human;
   for (const auto& l : resp.levels()) human += (human.empty() ? "" : "\n") + Describe(l);
@@ -65,7 +65,7 @@ int Adjust(Context& ctx, const AdjustArgs& a) {
   req.set_idempotency_key(a.key);
   if (!a.backorder.empty()) req.set_allow_backorder(a.backorder == "true");
   AdjustStockResponse resp;
-  grpc::Status status = c->inventory().AdjustStock(c->NewContext().get(), req, &resp);
+  grpc::Status status = c->Unary(&inventory::v1::InventoryService::Stub::AdjustStock, req, &resp);
   if (!status.ok()) return ctx.output().Error("AdjustStock", status);
   ctx.output().Print(resp, Describe(resp.level()) + (resp.replayed() ? " (replayed)" : ""));
   return kOk;

@@ -42,16 +42,34 @@ absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(const ConnectionOpt
     }
     credentials = grpc::SslCredentials(ssl);
   }
-  auto channel = grpc::CreateChannel(options.server, credentials);
-  return std::unique_ptr<Connection>(new Connection(options, std::move(channel)));
+  return std::unique_ptr<Connection>(new Connection(options, std::move(credentials)));
 }
 
-Connection::Connection(ConnectionOptions options, std::shared_ptr<grpc::Channel> channel)
-    : options_(std::move(options)),
-      channel_(std::move(channel)),
-      inventory_(inventory::v1::InventoryService::NewStub(channel_)),
-      orders_(order::v1::OrderService::NewStub(channel_)),
-      admin_(admin::v1::AdminService::NewStub(channel_)) {}
+Connection::Connection(ConnectionOptions options,
+                       std::shared_ptr<grpc::ChannelCredentials> credentials)
+    : options_(std::move(options)), credentials_(std::move(credentials)) {
+  primary_ = &At(options_.server);
+}
+
+Endpoint& Connection::At(const std::string& address) {
+  auto [it, inserted] = endpoints_.try_emplace(address);
+  Endpoint& endpoint = it->second;
+  if (inserted) {
+    endpoint.address = address;
+    endpoint.channel = grpc::CreateChannel(address, credentials_);
+    endpoint.inventory = inventory::v1::InventoryService::NewStub(endpoint.channel);
+    endpoint.orders = order::v1::OrderService::NewStub(endpoint.channel);
+    endpoint.admin = admin::v1::AdminService::NewStub(endpoint.channel);
+  }
+  return endpoint;
+}
+
+std::string ShardOwnerNamedBy(const grpc::Status& status, const grpc::ClientContext& context) {
+  if (status.error_code() != grpc::StatusCode::UNAVAILABLE) return "";
+  const auto& trailers = context.GetServerTrailingMetadata();
+  auto it = trailers.find("feed-shard-owner");
+  return it == trailers.end() ? "" : std::string(it->second.data(), it->second.size());
+}
 
 std::unique_ptr<grpc::ClientContext> Connection::NewContext(bool streaming) const {
   auto context = std::make_unique<grpc::ClientContext>();

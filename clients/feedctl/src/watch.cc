@@ -1,7 +1,8 @@
 // feedctl stock watch: a WatchStock stream drawn as a live table (watch_table.h), redrawn at
 // most ten times a second; with --json one line per update instead. A dropped stream is
 // resumed from the last sequence received (a fresh snapshot when the server no longer
-// retains it), so the table never misses a change. Ctrl-C ends it (exit 0).
+// retains it), so the table never misses a change; in cluster mode on the node that owns the
+// SKUs' shard now (the one a closing `feed-shard-owner` names). Ctrl-C ends it (exit 0).
 #include <grpcpp/grpcpp.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -53,6 +54,8 @@ int RunWatch(Context& ctx, const std::vector<std::string>& skus, const std::stri
     uint64_t resume_after = 0;
     bool snapshot_on_gap = false;
     auto backoff = std::chrono::milliseconds(200);
+    Endpoint* to = &c->primary();
+    int hops = 0;  // owner changes followed since the last update read
     while (!stop_reading && !CancelOnInterrupt::Interrupted()) {
       inventory::v1::WatchStockRequest req;
       for (const auto& s : skus) {
@@ -64,10 +67,11 @@ int RunWatch(Context& ctx, const std::vector<std::string>& skus, const std::stri
       req.set_snapshot_on_gap(snapshot_on_gap);
       auto context = c->NewContext(/*streaming=*/true);
       interrupt.Watch(context.get());
-      auto stream = c->inventory().WatchStock(context.get(), req);
+      auto stream = to->inventory->WatchStock(context.get(), req);
       inventory::v1::StockUpdate update;
       while (!CancelOnInterrupt::Interrupted() && stream->Read(&update)) {
         backoff = std::chrono::milliseconds(200);
+        hops = 0;
         std::lock_guard lock(mu);
         if (update.kind() == inventory::v1::StockUpdate::KIND_SNAPSHOT_END) {
           status = "live";
@@ -91,6 +95,13 @@ int RunWatch(Context& ctx, const std::vector<std::string>& skus, const std::stri
       interrupt.Watch(nullptr);
       grpc::Status s = stream->Finish();
       if (stop_reading || CancelOnInterrupt::Interrupted()) break;
+      if (const std::string owner = ShardOwnerNamedBy(s, *context);
+          !owner.empty() && owner != to->address && hops++ < kMaxOwnerHops) {
+        to = &c->At(owner);  // the shard moved (or was never here): resume on its owner
+        std::lock_guard lock(mu);
+        status = fmt::format("following the shard to {} from sequence {}", owner, resume_after);
+        continue;
+      }
       if (s.error_code() == grpc::StatusCode::OUT_OF_RANGE) {
         // What we missed is no longer retained: start again from a fresh snapshot.
         snapshot_on_gap = true;
