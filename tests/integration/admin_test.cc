@@ -94,6 +94,13 @@ TEST_F(AdminTest, TheAuditFindsNothingWhileReservationsFlow) {
   grpc::Status s = Admin()->CheckStore(Ctx().get(), too_many, &resp);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(s.error_message(), HasSubstr("max_violations"));
+  // A single node has no shards to choose from.
+  ::admin::v1::CheckStoreRequest with_shard;
+  with_shard.set_shard(0);
+  s = Admin()->CheckStore(Ctx().get(), with_shard, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("shard: this server is a single node"));
+  EXPECT_FALSE(resp.has_shard());
 }
 
 TEST_F(AdminTest, ABackupUnderLoadRestoresEveryAcknowledgedReservationUnderANewStoreId) {

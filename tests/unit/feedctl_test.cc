@@ -1,7 +1,9 @@
-// feedctl's pure parts: the CSV import and export (clients/feedctl/src/stock_csv.h) and the
-// live table of `stock watch` (watch_table.h).
+// feedctl's pure parts: the CSV import and export (clients/feedctl/src/stock_csv.h), how an
+// import is cut into batches (import_plan.h) and the live table of `stock watch`
+// (watch_table.h).
 #include <gtest/gtest.h>
 
+#include "import_plan.h"
 #include "stock_csv.h"
 #include "watch_table.h"
 
@@ -125,6 +127,47 @@ inventory::v1::StockLevel Level(const std::string& sku, int64_t on_hand, uint64_
   l.set_version(version);
   l.set_sequence(sequence);
   return l;
+}
+
+std::vector<CsvAdjustment> AdjustmentsOf(const std::vector<std::string>& skus) {
+  std::vector<CsvAdjustment> out;
+  for (size_t i = 0; i < skus.size(); ++i) {
+    out.emplace_back();
+    out.back().line = static_cast<int>(i) + 2;
+    out.back().request.set_sku(skus[i]);
+  }
+  return out;
+}
+
+TEST(ImportPlanTest, ShardsAsTheServerComputesThem) {
+  // fnv1a64 mod P, worked out independently (tests/e2e/cluster_readme_test.sh does the same).
+  EXPECT_EQ(ShardOfSku("sku-1", 12), 4u);
+  EXPECT_EQ(ShardOfSku("sku-11", 12), 11u);
+  EXPECT_EQ(ShardOfSku("sku-6", 4), 1u);
+  EXPECT_EQ(ShardOfSku("sku-6", 0), 0u);
+}
+
+TEST(ImportPlanTest, SingleNodeBatchesFollowTheFile) {
+  auto plan = PlanImportBatches(AdjustmentsOf({"a", "b", "c", "d", "e"}), 0, 2);
+  ASSERT_EQ(plan.size(), 3u);
+  EXPECT_EQ(plan[0].lines, (std::vector<size_t>{0, 1}));
+  EXPECT_EQ(plan[1].lines, (std::vector<size_t>{2, 3}));
+  EXPECT_EQ(plan[2].lines, (std::vector<size_t>{4}));
+  EXPECT_TRUE(PlanImportBatches({}, 12, 500).empty());
+}
+
+TEST(ImportPlanTest, ClusterBatchesHoldOneShardEachInFileOrder) {
+  // On 4 shards: sku-1, sku-5, sku-9 on shard 0; sku-2, sku-6 on shard 1.
+  auto plan = PlanImportBatches(AdjustmentsOf({"sku-1", "sku-2", "sku-5", "sku-9", "sku-6"}), 4, 2);
+  ASSERT_EQ(plan.size(), 3u);
+  EXPECT_EQ(plan[0].shard, 0u);
+  EXPECT_EQ(plan[0].lines, (std::vector<size_t>{0, 2}));
+  EXPECT_EQ(plan[1].shard, 1u);
+  EXPECT_EQ(plan[1].lines, (std::vector<size_t>{1, 4}));
+  EXPECT_EQ(plan[2].shard, 0u);
+  EXPECT_EQ(plan[2].lines, (std::vector<size_t>{3}));
+  // A batch size of 0 is taken as 1, never as "no batches".
+  EXPECT_EQ(PlanImportBatches(AdjustmentsOf({"sku-1", "sku-5"}), 4, 0).size(), 2u);
 }
 
 TEST(WatchTableTest, SortsKeepsTheNewestAndMarksTheLastChange) {

@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "exit_codes.h"
 #include "fmt/format.h"
+#include "import_plan.h"
 #include "nlohmann/json.hpp"
 #include "stock_csv.h"
 
@@ -151,11 +152,27 @@ int Import(Context& ctx, const ImportArgs& a) {
 
   Connection* c = ctx.Connect();
   if (c == nullptr) return kUsage;
-  // BatchAdjustStock calls of up to `batch` lines, `window` of them in flight on one
-  // completion queue; each line is applied or refused on its own.
+  // In cluster mode each batch holds one shard's lines and goes to its owner.
+  const inventory::v1::GetShardMapResponse shard_map = c->ShardMap();
+  auto owner_of = [&](uint32_t shard) -> Endpoint* {
+    if (static_cast<int>(shard) < shard_map.shards_size()) {
+      const std::string& address = shard_map.shards(static_cast<int>(shard)).address();
+      if (!address.empty()) return &c->At(address);
+    }
+    return &c->primary();
+  };
+  const std::vector<ImportBatch> batches = PlanImportBatches(
+      parsed.adjustments, shard_map.shard_count(), static_cast<size_t>(std::max(1, a.batch)));
+
+  // Up to `window` BatchAdjustStock calls in flight on one completion queue; each line is
+  // applied or refused on its own. A batch answered by a node that no longer serves its shard
+  // did nothing there, and is sent again to the owner it names.
   grpc::CompletionQueue cq;
   struct Call {
-    size_t first, count;  // lines [first, first + count) of parsed.adjustments
+    const ImportBatch* batch;
+    Endpoint* to;
+    int hops = 0;
+    inventory::v1::BatchAdjustStockRequest request;
     std::unique_ptr<grpc::ClientContext> context;
     inventory::v1::BatchAdjustStockResponse response;
     grpc::Status status;
@@ -165,32 +182,42 @@ int Import(Context& ctx, const ImportArgs& a) {
   const size_t total = parsed.adjustments.size();
   const bool show = a.progress == "on" || (a.progress == "auto" && isatty(STDERR_FILENO) != 0);
   Progress progress(total, show);
-  const size_t batch = static_cast<size_t>(std::max(1, a.batch));
   size_t next = 0, done = 0, changed = 0, replayed = 0, unavailable = 0;
   std::vector<std::unique_ptr<Call>> pending;
+  auto send = [&](Call* call) {
+    call->context = c->NewContext();
+    call->response.Clear();
+    call->reader =
+        call->to->inventory->AsyncBatchAdjustStock(call->context.get(), call->request, &cq);
+    call->reader->Finish(&call->response, &call->status, call);
+  };
   auto start = [&] {
     auto call = std::make_unique<Call>();
-    call->first = next;
-    call->count = std::min(batch, total - next);
-    next += call->count;
-    inventory::v1::BatchAdjustStockRequest request;
-    for (size_t i = 0; i < call->count; ++i) {
-      *request.add_adjustments() = parsed.adjustments[call->first + i].request;
+    call->batch = &batches[next++];
+    call->to = owner_of(call->batch->shard);
+    for (size_t index : call->batch->lines) {
+      *call->request.add_adjustments() = parsed.adjustments[index].request;
     }
-    call->context = c->NewContext();
-    call->reader = c->inventory().AsyncBatchAdjustStock(call->context.get(), request, &cq);
-    call->reader->Finish(&call->response, &call->status, call.get());
+    send(call.get());
     pending.push_back(std::move(call));
   };
   const size_t window = static_cast<size_t>(std::max(1, a.window));
-  while (next < total && pending.size() < window) start();
+  while (next < batches.size() && pending.size() < window) start();
   void* tag = nullptr;
   bool ok = false;
   while (!pending.empty() && cq.Next(&tag, &ok)) {
     auto* call = static_cast<Call*>(tag);
-    done += call->count;
-    for (size_t i = 0; i < call->count; ++i) {
-      const int line = parsed.adjustments[call->first + i].line;
+    const std::string owner = ShardOwnerNamedBy(call->status, *call->context);
+    if (!owner.empty() && owner != call->to->address && call->hops < kMaxOwnerHops) {
+      ++call->hops;
+      call->to = &c->At(owner);
+      send(call);
+      continue;
+    }
+    const auto& lines = call->batch->lines;
+    done += lines.size();
+    for (size_t i = 0; i < lines.size(); ++i) {
+      const int line = parsed.adjustments[lines[i]].line;
       if (!call->status.ok()) {
         failures.push_back(
             {line, StatusCodeName(call->status.error_code()), call->status.error_message()});
@@ -219,7 +246,7 @@ int Import(Context& ctx, const ImportArgs& a) {
                                [call](const auto& p) { return p.get() == call; }));
     // An unreachable server: stop sending; a re-run continues where this one stopped.
     if (unavailable == 0) {
-      while (next < total && pending.size() < window) start();
+      while (next < batches.size() && pending.size() < window) start();
     }
     progress.Update(done, failures.size(), done == total);
   }
@@ -342,41 +369,44 @@ void AddStockCommands(CLI::App& app, Context& ctx) {
     ctx.run = [&ctx, wskus, wlocation, once] { return RunWatch(ctx, *wskus, *wlocation, *once); };
   });
 
-  auto* import = stock->add_subcommand(
+  auto* import_cmd = stock->add_subcommand(
       "import", "adjust stock from a CSV file: sku,location,quantity[,reason] (header row)");
   auto i = std::make_shared<ImportArgs>();
-  import->add_option("file", i->file, "CSV file")->required();
-  import->add_option("--mode", i->mode, "set: quantities are counts; delta: changes")
+  import_cmd->add_option("file", i->file, "CSV file")->required();
+  import_cmd->add_option("--mode", i->mode, "set: quantities are counts; delta: changes")
       ->check(CLI::IsMember({"set", "delta"}))
       ->capture_default_str();
-  import->add_option("--reason", i->reason, "reason for lines without one")->capture_default_str();
-  import->add_option("--import-id", i->import_id,
-                     "names the import in the idempotency keys (default: the file name)");
-  import->add_option("--window", i->window, "calls in flight")
+  import_cmd->add_option("--reason", i->reason, "reason for lines without one")
+      ->capture_default_str();
+  import_cmd->add_option("--import-id", i->import_id,
+                         "names the import in the idempotency keys (default: the file name)");
+  import_cmd
+      ->add_option("--batch", i->batch,
+                   "lines per call (at most the server's --max-batch-adjustments)")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  import_cmd->add_option("--window", i->window, "calls in flight")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
-  import->add_flag("--skip-invalid", i->skip_invalid,
-                   "import the valid lines of a file with invalid ones");
-  import->add_option("--errors", i->errors_file,
-                     "write the failed lines as CSV (line,code,message)");
-  import->add_option("--progress", i->progress, "progress bar on stderr")
+  import_cmd->add_flag("--skip-invalid", i->skip_invalid,
+                       "import the valid lines of a file with invalid ones");
+  import_cmd->add_option("--errors", i->errors_file,
+                         "write the failed lines as CSV (line,code,message)");
+  import_cmd->add_option("--progress", i->progress, "progress bar on stderr")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
-  import->callback([&ctx, i] { ctx.run = [&ctx, i] { return Import(ctx, *i);
-};
-}  // namespace feedctl
-);
+  import_cmd->callback([&ctx, i] { ctx.run = [&ctx, i] { return Import(ctx, *i); }; });
 
-auto* exp = stock->add_subcommand("export", "every stock level (or those of SKUs) as CSV");
-auto eskus = std::make_shared<std::vector<std::string>>();
-auto elocation = std::make_shared<std::string>();
-auto efile = std::make_shared<std::string>();
-exp->add_option("sku", *eskus, "SKUs (default: every level)");
-exp->add_option("--location", *elocation, "one location");
-exp->add_option("--output,-o", *efile, "file (default: stdout)");
-exp->callback([&ctx, eskus, elocation, efile] {
-  ctx.run = [&ctx, eskus, elocation, efile] { return Export(ctx, *eskus, *elocation, *efile); };
-});
+  auto* exp = stock->add_subcommand("export", "every stock level (or those of SKUs) as CSV");
+  auto eskus = std::make_shared<std::vector<std::string>>();
+  auto elocation = std::make_shared<std::string>();
+  auto efile = std::make_shared<std::string>();
+  exp->add_option("sku", *eskus, "SKUs (default: every level)");
+  exp->add_option("--location", *elocation, "one location");
+  exp->add_option("--output,-o", *efile, "file (default: stdout)");
+  exp->callback([&ctx, eskus, elocation, efile] {
+    ctx.run = [&ctx, eskus, elocation, efile] { return Export(ctx, *eskus, *elocation, *efile); };
+  });
 }
 
 }  // namespace feedctl

@@ -64,6 +64,16 @@ Endpoint& Connection::At(const std::string& address) {
   return endpoint;
 }
 
+inventory::v1::GetShardMapResponse Connection::ShardMap() {
+  inventory::v1::GetShardMapResponse map;
+  if (!Unary(&inventory::v1::InventoryService::Stub::GetShardMap,
+             inventory::v1::GetShardMapRequest(), &map)
+           .ok()) {
+    map.Clear();
+  }
+  return map;
+}
+
 std::string ShardOwnerNamedBy(const grpc::Status& status, const grpc::ClientContext& context) {
   if (status.error_code() != grpc::StatusCode::UNAVAILABLE) return "";
   const auto& trailers = context.GetServerTrailingMetadata();

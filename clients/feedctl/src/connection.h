@@ -68,6 +68,10 @@ class Connection {
   admin::v1::AdminService::Stub& admin() { return *primary_->admin; }
   const ConnectionOptions& options() const { return options_; }
 
+  // The shard map as the node named by --server reads it: shard_count 0 for a single node,
+  // and for a server that cannot tell (an older one, a token without stock:read).
+  inventory::v1::GetShardMapResponse ShardMap();
+
   // A unary call (`method` of one of the three stubs) on the server named by --server, made
   // again on the owner while the answer names another node. A wrong-node answer means the
   // call did nothing, so sending it again is safe.

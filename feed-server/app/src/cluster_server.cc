@@ -20,10 +20,20 @@
 namespace feed::server {
 namespace {
 
-// Routes each unary call to the core of its shard on this node (core_router.h).
+// Routes each unary call to the core of its shard on this node (core_router.h); audits run
+// on this node's copy of a shard, one at a time per shard.
 class ClusterRouter final : public CoreRouter {
  public:
-  explicit ClusterRouter(const cluster::ClusterNode& node) : node_(node) {}
+  ClusterRouter(const cluster::ClusterNode& node, const core::Clock& clock,
+                const ServerConfig& config)
+      : node_(node) {
+    admin::StoreOperationsOptions audit_only = config.admin;
+    audit_only.backup_dir.clear();
+    for (uint32_t s = 0; s < node.shard_count(); ++s) {
+      store_operations_.push_back(
+          std::make_unique<admin::StoreOperations>(node.Store(s), clock, config.core, audit_only));
+    }
+  }
 
   absl::StatusOr<std::shared_ptr<core::InventoryCore>> Route(
       std::string_view method, const google::protobuf::Message& request) const override {
@@ -56,11 +66,21 @@ class ClusterRouter final : public CoreRouter {
     return map;
   }
 
+  absl::StatusOr<ShardStore> StoreOfShard(uint32_t shard) const override {
+    if (shard >= store_operations_.size()) {
+      return absl::InvalidArgumentError(
+          fmt::format("shard: {} is out of range (0 to {})", shard, store_operations_.size() - 1));
+    }
+    return ShardStore{store_operations_[shard].get(), node_.Core(shard) == nullptr};
+  }
+
   void set_node_id(std::string id) { node_id_ = std::move(id); }
 
  private:
   const cluster::ClusterNode& node_;
   std::string node_id_;
+  // Destroyed before the node (they wait for a running audit of its stores).
+  std::vector<std::unique_ptr<admin::StoreOperations>> store_operations_;
 };
 
 }  // namespace
@@ -109,7 +129,7 @@ class ClusterServer::Impl {
     auto node = cluster::ClusterNode::Start(std::move(options), clock_);
     if (!node.ok()) return node.status();
     node_ = std::move(*node);
-    router_ = std::make_unique<ClusterRouter>(*node_);
+    router_ = std::make_unique<ClusterRouter>(*node_, clock_, config_);
     router_->set_node_id(c.node_id);
 
     if (config_.log_rpcs) {
@@ -131,9 +151,10 @@ class ClusterServer::Impl {
                       forwarder_.get()};
     inventory_service_ = std::make_unique<InventoryServiceImpl>(sc);
     order_service_ = std::make_unique<OrderServiceImpl>(sc);
+    admin_service_ = std::make_unique<AdminServiceImpl>(sc);
 
-    auto listener =
-        StartGrpcServer(config_, security_, {inventory_service_.get(), order_service_.get()});
+    auto listener = StartGrpcServer(
+        config_, security_, {inventory_service_.get(), order_service_.get(), admin_service_.get()});
     if (!listener.ok()) return listener.status();
     server_ = std::move(listener->server);
     address_ = std::move(listener->address);
@@ -195,6 +216,7 @@ class ClusterServer::Impl {
   std::unique_ptr<GrpcShardForwarder> forwarder_;
   std::unique_ptr<InventoryServiceImpl> inventory_service_;
   std::unique_ptr<OrderServiceImpl> order_service_;
+  std::unique_ptr<AdminServiceImpl> admin_service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<http::Gateway> gateway_;
   MetricsEndpoint metrics_endpoint_;

@@ -105,6 +105,8 @@ class ClusterNode::Impl {
     return owned;
   }
   uint32_t shard_count() const { return static_cast<uint32_t>(options_.log.shards); }
+  // The slots and their stores do not change between Start and the destructor.
+  storage::Store& Store(uint32_t shard) const { return *slots_.at(shard)->store; }
 
  private:
   struct Slot {
@@ -333,6 +335,7 @@ uint32_t ClusterNode::shard_count() const { return impl_->shard_count(); }
 std::shared_ptr<core::InventoryCore> ClusterNode::Core(uint32_t shard) const {
   return impl_->Core(shard);
 }
+storage::Store& ClusterNode::Store(uint32_t shard) const { return impl_->Store(shard); }
 std::vector<ShardOwner> ClusterNode::ShardMap() const { return impl_->ShardMap(); }
 std::vector<uint32_t> ClusterNode::OwnedShards() const { return impl_->OwnedShards(); }
 

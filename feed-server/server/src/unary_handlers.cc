@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "call_auth.h"
+#include "fmt/format.h"
 #include "grpc_status.h"
 #include "server/logging.h"
 #include "server/operations.h"
@@ -115,7 +116,22 @@ grpc::ServerUnaryReactor* Serve(const ServiceContext& sc, grpc::CallbackServerCo
                         });
 }
 
-// An AdminService method: `start(operations, request, done)` runs it on its own thread.
+// The single node's store operations, for the AdminService methods not served in cluster
+// mode yet.
+absl::StatusOr<admin::StoreOperations*> SingleNodeOperations(const ServiceContext& sc,
+                                                             std::string_view what) {
+  if (sc.router != nullptr) {
+    return absl::FailedPreconditionError(
+        fmt::format("{} is not served in cluster mode yet (docs/CLUSTER.md); CheckStore is, per "
+                    "shard",
+                    what));
+  }
+  if (sc.store_operations == nullptr) return absl::UnimplementedError("admin operations are off");
+  return sc.store_operations;
+}
+
+// An AdminService method: `start(sc, request, done)` picks the store operations that serve
+// it and runs it on their thread.
 template <class Req, class Resp, class Start>
 grpc::ServerUnaryReactor* ServeAdmin(const ServiceContext& sc, grpc::CallbackServerContext* ctx,
                                      std::string_view method, const grpc::ByteBuffer* bytes,
@@ -123,14 +139,9 @@ grpc::ServerUnaryReactor* ServeAdmin(const ServiceContext& sc, grpc::CallbackSer
   return ServeWith<Req>(
       sc, ctx, method, bytes, response,
       [&sc, start](Req& request, CallOptions, OperationDone done) {
-        if (sc.store_operations == nullptr) {
-          std::move(done)(absl::UnimplementedError("admin operations are off"), nullptr);
-          return;
-        }
-        start(*sc.store_operations, request,
-              [done = std::move(done)](absl::StatusOr<Resp> result) mutable {
-                std::move(done)(result.status(), result.ok() ? &*result : nullptr);
-              });
+        start(sc, request, [done = std::move(done)](absl::StatusOr<Resp> result) mutable {
+          std::move(done)(result.status(), result.ok() ? &*result : nullptr);
+        });
       });
 }
 
@@ -252,30 +263,68 @@ grpc::ServerUnaryReactor* OrderServiceImpl::CancelOrder(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* AdminServiceImpl::CheckStore(grpc::CallbackServerContext* ctx,
                                                        const grpc::ByteBuffer* request,
                                                        grpc::ByteBuffer* response) {
-  return ServeAdmin<::admin::v1::CheckStoreRequest, ::admin::v1::CheckStoreResponse>(
+  using ::admin::v1::CheckStoreResponse;
+  return ServeAdmin<::admin::v1::CheckStoreRequest, CheckStoreResponse>(
       ctx_, ctx, "admin.v1.AdminService/CheckStore", request, response,
-      [](admin::StoreOperations& ops, const ::admin::v1::CheckStoreRequest& r, auto done) {
-        ops.CheckStore(r, std::move(done));
+      [](const ServiceContext& sc, const ::admin::v1::CheckStoreRequest& r,
+         admin::Done<CheckStoreResponse> done) {
+        if (sc.router == nullptr) {
+          if (r.has_shard()) {
+            std::move(done)(absl::InvalidArgumentError(
+                "shard: this server is a single node (no shards); leave it unset"));
+            return;
+          }
+          auto ops = SingleNodeOperations(sc, "CheckStore");
+          if (!ops.ok()) return std::move(done)(ops.status());
+          (*ops)->CheckStore(r, std::move(done));
+          return;
+        }
+        if (!r.has_shard()) {
+          std::move(done)(absl::InvalidArgumentError(fmt::format(
+              "shard: required in cluster mode (0 to {}): each shard's store is audited on its "
+              "own (feedctl check audits every shard on its owner)",
+              sc.router->ShardMap().shard_count() - 1)));
+          return;
+        }
+        auto store = sc.router->StoreOfShard(r.shard());
+        if (!store.ok()) return std::move(done)(store.status());
+        store->operations->CheckStore(
+            r, [done = std::move(done), shard = r.shard(),
+                standby = store->standby](absl::StatusOr<CheckStoreResponse> result) mutable {
+              if (result.ok()) {
+                result->set_shard(shard);
+                result->set_standby(standby);
+              }
+              std::move(done)(std::move(result));
+            });
       });
 }
 
 grpc::ServerUnaryReactor* AdminServiceImpl::Backup(grpc::CallbackServerContext* ctx,
                                                    const grpc::ByteBuffer* request,
                                                    grpc::ByteBuffer* response) {
-  return ServeAdmin<::admin::v1::BackupRequest, ::admin::v1::BackupResponse>(
+  using ::admin::v1::BackupResponse;
+  return ServeAdmin<::admin::v1::BackupRequest, BackupResponse>(
       ctx_, ctx, "admin.v1.AdminService/Backup", request, response,
-      [](admin::StoreOperations& ops, const ::admin::v1::BackupRequest& r, auto done) {
-        ops.Backup(r, std::move(done));
+      [](const ServiceContext& sc, const ::admin::v1::BackupRequest& r,
+         admin::Done<BackupResponse> done) {
+        auto ops = SingleNodeOperations(sc, "Backup");
+        if (!ops.ok()) return std::move(done)(ops.status());
+        (*ops)->Backup(r, std::move(done));
       });
 }
 
 grpc::ServerUnaryReactor* AdminServiceImpl::Replay(grpc::CallbackServerContext* ctx,
                                                    const grpc::ByteBuffer* request,
                                                    grpc::ByteBuffer* response) {
-  return ServeAdmin<::admin::v1::ReplayRequest, ::admin::v1::ReplayResponse>(
+  using ::admin::v1::ReplayResponse;
+  return ServeAdmin<::admin::v1::ReplayRequest, ReplayResponse>(
       ctx_, ctx, "admin.v1.AdminService/Replay", request, response,
-      [](admin::StoreOperations& ops, const ::admin::v1::ReplayRequest& r, auto done) {
-        ops.Replay(r, std::move(done));
+      [](const ServiceContext& sc, const ::admin::v1::ReplayRequest& r,
+         admin::Done<ReplayResponse> done) {
+        auto ops = SingleNodeOperations(sc, "Replay");
+        if (!ops.ok()) return std::move(done)(ops.status());
+        (*ops)->Replay(r, std::move(done));
       });
 }
 

@@ -9,8 +9,8 @@
 //
 // Threads: "feed-members" polls the group (rebalance callbacks); "feed-shards" claims,
 // releases and catches the standbys up; each served shard's core threads and, with
-// options.relay, its "feed-relay". Core(), ShardMap() and OwnedShards() are for any
-// thread.
+// options.relay, its "feed-relay". Core(), Store(), ShardMap() and OwnedShards() are for
+// any thread.
 #pragma once
 
 #include <cstdint>
@@ -66,6 +66,9 @@ class ClusterNode {
   uint32_t shard_count() const;
   // The core serving `shard`, or null when this node does not own it (or is taking it over).
   std::shared_ptr<core::InventoryCore> Core(uint32_t shard) const;
+  // This node's store of `shard` (< shard_count()), owned or standby, for as long as the
+  // node lives: what the online audit reads.
+  storage::Store& Store(uint32_t shard) const;
   // Every shard's newest accepted claim as this node has read it (epoch 0: never claimed).
   std::vector<ShardOwner> ShardMap() const;
   std::vector<uint32_t> OwnedShards() const;

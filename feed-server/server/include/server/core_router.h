@@ -1,6 +1,7 @@
 // Cluster mode's routing seen from the front door (docs/CLUSTER.md, "Routing"): which core runs
-// a unary request, and the shard map clients route by. The app wires a cluster node in
-// (app/src/cluster_server.cc); a single node has none and runs everything on its one core.
+// a unary request, the shard map clients route by, and which shard store an audit reads. The app
+// wires a cluster node in (app/src/cluster_server.cc); a single node has none and runs everything
+// on its one core.
 #pragma once
 
 #include <memory>
@@ -10,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/cord.h"
+#include "admin/store_operations.h"
 #include "core/inventory_core.h"
 #include "google/protobuf/message.h"
 #include "inventory/v1/inventory.pb.h"
@@ -43,6 +45,14 @@ class CoreRouter {
   virtual absl::StatusOr<std::shared_ptr<core::InventoryCore>> Route(
       std::string_view method, const google::protobuf::Message& request) const = 0;
   virtual inventory::v1::GetShardMapResponse ShardMap() const = 0;
+
+  // AdminService on this node's copy of `shard`: the owner's, or a standby's (`standby`).
+  // INVALID_ARGUMENT naming the field when there is no such shard.
+  struct ShardStore {
+    admin::StoreOperations* operations;
+    bool standby;
+  };
+  virtual absl::StatusOr<ShardStore> StoreOfShard(uint32_t shard) const = 0;
 };
 
 }  // namespace feed::server

@@ -51,7 +51,7 @@ class StreamRegistry {
 
 struct ServiceContext {
   // The single node's core; null in cluster mode, where `router` picks one per call and per
-  // stream (Feed and AdminService are not served there yet: UNIMPLEMENTED).
+  // stream (Feed is not served there yet) and the shard store an audit reads.
   core::InventoryCore* core;
   Metrics* metrics;
   const ServerConfig* config;
@@ -65,7 +65,7 @@ struct ServiceContext {
   const security::Authorizer* auth;
   // The process's state for the dashboard (empty: not available).
   StatusFn status;
-  // AdminService's audit and backups.
+  // The single node's AdminService operations (audit, backups, replay); null in cluster mode.
   admin::StoreOperations* store_operations = nullptr;
   // Cluster mode only.
   const CoreRouter* router = nullptr;
