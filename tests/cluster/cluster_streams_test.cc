@@ -1,6 +1,7 @@
 // Streams in cluster mode (label `cluster`): WatchStock and StreamOrderUpdates are served by
 // the owner of their shard, like unary calls; another node answers UNAVAILABLE with the owner
-// in `feed-shard-owner`; a watch of every SKU or of several shards, and Feed, are refused.
+// in `feed-shard-owner`; a watch of every SKU or of several shards is refused. A Feed stream
+// serves the one shard its `feed-shard` metadata names, on the shard's owner.
 // When the owner dies, a client resumes on the next owner from the last sequence it received
 // and gets every change after it once, in order (the next owner's core continues the same
 // sequence: it recovers from the same log). When a live node gives a shard up (a restarted
@@ -8,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -19,6 +21,13 @@ namespace feed::cluster_test {
 namespace {
 
 namespace ord = ::order::v1;
+
+// The owner a refused stream names in its trailing metadata, or "".
+std::string OwnerNamedIn(const grpc::ClientContext& ctx) {
+  auto it = ctx.GetServerTrailingMetadata().find("feed-shard-owner");
+  if (it == ctx.GetServerTrailingMetadata().end()) return "";
+  return std::string(it->second.data(), it->second.size());
+}
 
 // One WatchStock call, read with a deadline that bounds the whole test step.
 struct Watch {
@@ -40,11 +49,7 @@ struct Watch {
     }
     Ended();
   }
-  std::string Owner() const {
-    auto it = ctx.GetServerTrailingMetadata().find("feed-shard-owner");
-    if (it == ctx.GetServerTrailingMetadata().end()) return "";
-    return std::string(it->second.data(), it->second.size());
-  }
+  std::string Owner() const { return OwnerNamedIn(ctx); }
 };
 
 class ClusterStreamsTest : public ThreeNodeCluster {
@@ -104,7 +109,7 @@ TEST_F(ClusterStreamsTest, StreamsFollowTheirShardsOwnerAndResumeOnTheNextOneWit
   const int owner = OwnerOf(shard);
   ASSERT_GE(owner, 0);
 
-  // Another node names the owner; what spans shards, and Feed, are refused.
+  // Another node names the owner; a watch that spans shards is refused.
   {
     auto elsewhere = WatchSku(AddressOf(OtherThan(owner)), sku);
     inv::StockUpdate u;
@@ -118,12 +123,6 @@ TEST_F(ClusterStreamsTest, StreamsFollowTheirShardsOwnerAndResumeOnTheNextOneWit
     s = everything->Ended();
     EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
     EXPECT_NE(s.error_message().find("keys: in cluster mode"), std::string::npos);
-
-    grpc::ClientContext ctx;
-    auto feed = client_->Stub(AddressOf(owner)).Feed(&ctx);
-    inv::FeedResponse r;
-    EXPECT_FALSE(feed->Read(&r));
-    EXPECT_EQ(feed->Finish().error_code(), grpc::StatusCode::UNIMPLEMENTED);
   }
 
   // The owner serves the watch: snapshot, then each acknowledged reservation once, in order.
@@ -227,6 +226,161 @@ TEST_F(ClusterStreamsTest, StreamsFollowTheirShardsOwnerAndResumeOnTheNextOneWit
     }
   }
   EXPECT_GT(moved, 0) << "no shard moved back to the restarted node";
+}
+
+// One Feed call; `shard` empty: no feed-shard metadata.
+struct FeedCall {
+  grpc::ClientContext ctx;
+  std::unique_ptr<grpc::ClientReaderWriter<inv::FeedRequest, inv::FeedResponse>> stream;
+
+  FeedCall(inv::InventoryService::Stub& stub, const std::string& shard) {
+    ctx.set_deadline(std::chrono::system_clock::now() + 60s);
+    if (!shard.empty()) ctx.AddMetadata("feed-shard", shard);
+    stream = stub.Feed(&ctx);
+  }
+  // The status of a stream the server ends at once.
+  grpc::Status Refused() {
+    inv::FeedResponse r;
+    EXPECT_FALSE(stream->Read(&r));
+    return stream->Finish();
+  }
+  std::string Owner() const { return OwnerNamedIn(ctx); }
+};
+
+TEST_F(ClusterStreamsTest, AFeedStreamServesTheShardItNamesOnTheShardsOwner) {
+  Stock();
+  const std::string sku = Sku(0);
+  const uint32_t shard = cluster::ShardOf(sku, kShards);
+  const int owner = OwnerOf(shard);
+  ASSERT_GE(owner, 0);
+  const std::string other_sku = SkuOn((shard + 1) % kShards);
+  auto& owner_stub = client_->Stub(AddressOf(owner));
+
+  // Without feed-shard, with one that is not a shard, and on a node that does not own it.
+  {
+    FeedCall unnamed(owner_stub, "");
+    grpc::Status s = unnamed.Refused();
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << s.error_message();
+    EXPECT_NE(s.error_message().find("feed-shard: in cluster mode"), std::string::npos);
+    FeedCall word(owner_stub, "two");
+    s = word.Refused();
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(s.error_message().find("feed-shard: 'two' is not a shard number"), std::string::npos);
+    FeedCall beyond(owner_stub, std::to_string(kShards));
+    s = beyond.Refused();
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(s.error_message().find("is not a shard of this cluster"), std::string::npos);
+    FeedCall elsewhere(client_->Stub(AddressOf(OtherThan(owner))), std::to_string(shard));
+    s = elsewhere.Refused();
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+    EXPECT_EQ(elsewhere.Owner(), AddressOf(owner));
+  }
+
+  // On the owner: a subscription with its snapshot, a leased reservation and its commit;
+  // a reservation and a subscription of another shard are refused on their own.
+  FeedCall feed(owner_stub, std::to_string(shard));
+  auto command = [&](const std::string& id) {
+    inv::FeedRequest r;
+    r.set_request_id(id);
+    return r;
+  };
+  inv::FeedRequest subscribe = command("subscribe");
+  subscribe.mutable_subscribe()->add_keys()->set_sku(sku);
+  subscribe.mutable_subscribe()->set_snapshot(true);
+  inv::FeedRequest reserve = command("reserve");
+  auto* line = reserve.mutable_reserve()->mutable_request()->add_lines();
+  line->set_sku(sku);
+  line->set_quantity(2);
+  reserve.mutable_reserve()->set_lease_to_stream(true);
+  inv::FeedRequest elsewhere = command("elsewhere");
+  auto* other_line = elsewhere.mutable_reserve()->mutable_request()->add_lines();
+  other_line->set_sku(other_sku);
+  other_line->set_quantity(1);
+  inv::FeedRequest other_subscribe = command("other-subscribe");
+  other_subscribe.mutable_subscribe()->add_keys()->set_sku(other_sku);
+  for (const auto* r : {&subscribe, &reserve, &elsewhere, &other_subscribe}) {
+    ASSERT_TRUE(feed.stream->Write(*r));
+  }
+  std::map<std::string, inv::FeedResponse> results;
+  std::vector<inv::StockUpdate> updates;
+  auto read_until = [&](const std::string& id) {
+    inv::FeedResponse r;
+    while (results.count(id) == 0 && feed.stream->Read(&r)) {
+      if (r.has_stock_update()) {
+        updates.push_back(r.stock_update());
+      } else {
+        results[r.request_id()] = r;
+      }
+    }
+    ASSERT_EQ(results.count(id), 1u) << "no result for " << id;
+  };
+  for (const char* id : {"subscribe", "reserve", "elsewhere", "other-subscribe"}) read_until(id);
+  EXPECT_EQ(results["subscribe"].code(), 0) << results["subscribe"].message();
+  ASSERT_EQ(results["reserve"].code(), 0) << results["reserve"].message();
+  const std::string rid = results["reserve"].reserve().reservation().reservation_id();
+  EXPECT_EQ(rid.rfind("rsv-s" + std::to_string(shard) + "-", 0), 0u) << rid;
+  for (const char* id : {"elsewhere", "other-subscribe"}) {
+    EXPECT_EQ(results[id].code(), static_cast<int>(grpc::StatusCode::FAILED_PRECONDITION)) << id;
+    EXPECT_NE(results[id].message().find("this stream serves shard " + std::to_string(shard)),
+              std::string::npos)
+        << results[id].message();
+  }
+  inv::FeedRequest commit = command("commit");
+  commit.mutable_commit()->set_reservation_id(rid);
+  ASSERT_TRUE(feed.stream->Write(commit));
+  read_until("commit");
+  EXPECT_EQ(results["commit"].code(), 0) << results["commit"].message();
+  // The snapshot first, then changes in sequence order up to the commit's (a reader behind
+  // gets a key's changes conflated, so how many arrive in between varies).
+  auto committed = [&] {
+    return !updates.empty() && updates.back().level().on_hand() == kStock - 2 &&
+           updates.back().level().reserved() == 0;
+  };
+  inv::FeedResponse r;
+  while (!committed() && feed.stream->Read(&r)) {
+    if (r.has_stock_update()) updates.push_back(r.stock_update());
+  }
+  ASSERT_TRUE(committed()) << updates.size() << " updates, none after the commit";
+  EXPECT_EQ(updates[0].kind(), inv::StockUpdate::KIND_SNAPSHOT);
+  for (const auto& u : updates) EXPECT_EQ(u.level().sku(), sku);
+  for (size_t i = 1; i < updates.size(); ++i) {
+    EXPECT_GT(updates[i].sequence(), updates[i - 1].sequence());
+  }
+  feed.stream->WritesDone();
+  while (feed.stream->Read(&r)) {
+  }
+  grpc::Status ended = feed.stream->Finish();
+  EXPECT_TRUE(ended.ok()) << ended.error_message();
+
+  // A hold leased to a stream of the shard is released when that stream is cancelled.
+  std::string leased;
+  {
+    FeedCall second(owner_stub, std::to_string(shard));
+    inv::FeedRequest hold = reserve;
+    hold.set_request_id("leased");
+    ASSERT_TRUE(second.stream->Write(hold));
+    while (second.stream->Read(&r) && r.request_id() != "leased") {
+    }
+    ASSERT_EQ(r.request_id(), "leased");
+    ASSERT_EQ(r.code(), 0) << r.message();
+    leased = r.reserve().reservation().reservation_id();
+    second.ctx.TryCancel();
+    while (second.stream->Read(&r)) {
+    }
+    second.stream->Finish();
+  }
+  inv::ReservationState state = inv::RESERVATION_STATE_UNSPECIFIED;
+  for (int i = 0; i < 100 && state != inv::RESERVATION_STATE_RELEASED; ++i) {
+    grpc::ClientContext ctx;
+    inv::GetReservationRequest get;
+    get.set_reservation_id(leased);
+    inv::Reservation out;
+    grpc::Status s = owner_stub.GetReservation(&ctx, get, &out);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    state = out.state();
+    if (state != inv::RESERVATION_STATE_RELEASED) std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_EQ(state, inv::RESERVATION_STATE_RELEASED) << leased;
 }
 
 }  // namespace

@@ -37,19 +37,27 @@ class ClusterRouter final : public CoreRouter {
 
   absl::StatusOr<std::shared_ptr<core::InventoryCore>> Route(
       std::string_view method, const google::protobuf::Message& request) const override {
-    auto shard = cluster::ShardOfRequest(method, request, node_.shard_count());
+    auto shard = ShardOf(method, request);
     if (!shard.ok()) return shard.status();
-    if (auto core = node_.Core(*shard)) return core;
-    const cluster::ShardOwner owner = node_.ShardMap()[*shard];
-    absl::Status elsewhere = absl::UnavailableError(
-        owner.claimed() ? fmt::format("shard {} is served by {} at {} (epoch {}); retry there",
-                                      *shard, owner.node_id, owner.address, owner.epoch)
-                        : fmt::format("shard {} has no owner yet; retry shortly", *shard));
-    if (owner.claimed() && owner.node_id != node_id_) {
-      SetShardOwner(elsewhere, owner.address);
-    }
-    return elsewhere;
+    return CoreOf(*shard);
   }
+
+  absl::StatusOr<std::shared_ptr<core::InventoryCore>> RouteShard(
+      uint32_t shard, std::string_view field) const override {
+    if (shard >= node_.shard_count()) {
+      return absl::InvalidArgumentError(
+          fmt::format("{}: {} is not a shard of this cluster (0 to {})", field, shard,
+                      node_.shard_count() - 1));
+    }
+    return CoreOf(shard);
+  }
+
+  absl::StatusOr<uint32_t> ShardOf(std::string_view method,
+                                   const google::protobuf::Message& request) const override {
+    return cluster::ShardOfRequest(method, request, node_.shard_count());
+  }
+
+  uint32_t shard_count() const override { return node_.shard_count(); }
 
   inventory::v1::GetShardMapResponse ShardMap() const override {
     inventory::v1::GetShardMapResponse map;
@@ -77,6 +85,20 @@ class ClusterRouter final : public CoreRouter {
   void set_node_id(std::string id) { node_id_ = std::move(id); }
 
  private:
+  // This node's core of `shard`, or UNAVAILABLE naming the owner (in kShardOwnerKey too).
+  absl::StatusOr<std::shared_ptr<core::InventoryCore>> CoreOf(uint32_t shard) const {
+    if (auto core = node_.Core(shard)) return core;
+    const cluster::ShardOwner owner = node_.ShardMap()[shard];
+    absl::Status elsewhere = absl::UnavailableError(
+        owner.claimed() ? fmt::format("shard {} is served by {} at {} (epoch {}); retry there",
+                                      shard, owner.node_id, owner.address, owner.epoch)
+                        : fmt::format("shard {} has no owner yet; retry shortly", shard));
+    if (owner.claimed() && owner.node_id != node_id_) {
+      SetShardOwner(elsewhere, owner.address);
+    }
+    return elsewhere;
+  }
+
   const cluster::ClusterNode& node_;
   std::string node_id_;
   // Destroyed before the node (they wait for a running audit of its stores).

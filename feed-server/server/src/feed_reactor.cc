@@ -1,8 +1,12 @@
 // Feed: commands in, results and live updates out, on one stream. The subscription, update
 // order and lease rules are core::FeedSession's; this reactor reads and dispatches
-// commands, applies backpressure and packs results.
+// commands, applies backpressure and packs results. In cluster mode a stream serves one
+// shard, named by the request metadata `feed-shard`, on that shard's owner; a command or
+// subscription of another shard is refused on its own.
+#include <charconv>
 #include <chrono>
 #include <deque>
+#include <optional>
 
 #include "core/feed_session.h"
 #include "server/logging.h"
@@ -18,13 +22,16 @@ class FeedReactor final
     : public StreamReactor<grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>> {
  public:
   FeedReactor(const ServiceContext& sc, grpc::CallbackServerContext* ctx)
-      : StreamReactor(sc, ctx, kMethod, "feed"), session_(*sc.core, StreamQueueLimits(*sc.config)) {
-    if (!Authorize(ctx) || !Register()) return;
-    session_.set_actor(subject());
+      : StreamReactor(sc, ctx, kMethod, "feed") {
+    if (!Authorize(ctx)) return;
+    if (sc.router != nullptr && !PinToShard(ctx)) return;
+    if (!Register()) return;
+    session_.emplace(core(), StreamQueueLimits(*sc.config));
+    session_->set_actor(subject());
     // Every event, so that the session knows how far the feed has got (snapshot cuts).
     auto attach = AttachToFeed(UINT64_MAX);
     std::lock_guard lock(mu_);
-    session_.Attached(attach);
+    session_->Attached(attach);
     reading_ = true;
     StartRead(&incoming_);
   }
@@ -70,9 +77,9 @@ class FeedReactor final
   void OnEvents(const std::vector<core::EventPtr>& events) override {
     std::lock_guard lock(mu_);
     if (finished_) return;
-    session_.set_reader_behind(ReaderBehindLocked());
-    absl::Status queued = session_.Offer(events);
-    ReportQueueLocked(session_.queued(), session_.conflated());
+    session_->set_reader_behind(ReaderBehindLocked());
+    absl::Status queued = session_->Offer(events);
+    ReportQueueLocked(session_->queued(), session_->conflated());
     if (!EndIfSlowLocked(queued)) PumpLocked();
   }
 
@@ -92,6 +99,68 @@ class FeedReactor final
   // Results per message for a batching client: bounded so one write stays well under the
   // client's default 4 MB receive limit even with large reservations.
   static constexpr int kMaxResultsPerMessage = 255;
+
+  static constexpr std::string_view kShardKey = "feed-shard";
+
+  // Cluster mode: the shard named by `feed-shard`, served here. False when the stream was
+  // finished instead (no such metadata or shard; UNAVAILABLE naming the owner elsewhere).
+  bool PinToShard(grpc::CallbackServerContext* ctx) {
+    const uint32_t count = sc_.router->shard_count();
+    auto refuse = [this](absl::Status status) {
+      std::lock_guard lock(mu_);
+      FinishLocked(status);
+      return false;
+    };
+    auto it = ctx->client_metadata().find(grpc::string_ref(kShardKey.data(), kShardKey.size()));
+    if (it == ctx->client_metadata().end()) {
+      return refuse(absl::FailedPreconditionError(fmt::format(
+          "{}: in cluster mode a Feed stream serves the commands and subscriptions of one "
+          "shard; open one per shard on its owner with the request metadata {}: <0 to {}> "
+          "(GetShardMap names the owners)",
+          kShardKey, kShardKey, count - 1)));
+    }
+    const std::string_view value(it->second.data(), it->second.size());
+    uint32_t shard = 0;
+    auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), shard);
+    if (ec != std::errc() || end != value.data() + value.size() || value.empty()) {
+      return refuse(absl::InvalidArgumentError(
+          fmt::format("{}: '{}' is not a shard number (0 to {})", kShardKey, value, count - 1)));
+    }
+    if (!RouteToShard(shard, kShardKey)) return false;
+    shard_ = shard;
+    return true;
+  }
+
+  // Cluster mode: OK when `request` (of unary method `method`) is on this stream's shard.
+  absl::Status OnThisShard(std::string_view method, const google::protobuf::Message& request) {
+    if (!shard_) return absl::OkStatus();
+    auto shard = sc_.router->ShardOf(method, request);
+    if (!shard.ok()) return shard.status();
+    if (*shard == *shard_) return absl::OkStatus();
+    return absl::FailedPreconditionError(fmt::format(
+        "this command is for shard {} and this stream serves shard {} ({}): send it on a "
+        "stream of shard {}, on its owner",
+        *shard, *shard_, kShardKey, *shard));
+  }
+
+  absl::Status OnThisShard(const FeedRequest& request) {
+    if (!shard_) return absl::OkStatus();
+    switch (request.command_case()) {
+      case FeedRequest::kReserve:
+        return OnThisShard("inventory.v1.InventoryService/Reserve", request.reserve().request());
+      case FeedRequest::kCommit:
+        return OnThisShard("inventory.v1.InventoryService/Commit", request.commit());
+      case FeedRequest::kRelease:
+        return OnThisShard("inventory.v1.InventoryService/Release", request.release());
+      case FeedRequest::kSubscribe: {
+        inventory::v1::WatchStockRequest keys;
+        *keys.mutable_keys() = request.subscribe().keys();
+        return OnThisShard("inventory.v1.InventoryService/WatchStock", keys);
+      }
+      default:
+        return absl::OkStatus();
+    }
+  }
 
   // One message: its own command, then those in `more`, in order.
   void DispatchMessage(FeedRequest request) {
@@ -132,11 +201,16 @@ class FeedReactor final
         return;
       }
     }
+    if (absl::Status here = OnThisShard(request); !here.ok()) {
+      std::lock_guard lock(mu_);
+      PushResultLocked(id, here, {});
+      return;
+    }
     switch (request.command_case()) {
       case FeedRequest::kReserve: {
         const bool lease = request.reserve().lease_to_stream();
         BeginCommand();
-        sc_.core->Reserve(
+        core().Reserve(
             std::move(*request.mutable_reserve()->mutable_request()),
             [this, id, lease](absl::StatusOr<inventory::v1::ReserveResponse> r) {
               FeedResponse out;
@@ -163,7 +237,7 @@ class FeedReactor final
         return;
       case FeedRequest::kUnsubscribe: {
         std::lock_guard lock(mu_);
-        session_.Unsubscribe(request.unsubscribe());
+        session_->Unsubscribe(request.unsubscribe());
         PushResultLocked(id, absl::OkStatus(), AckLocked());
         return;
       }
@@ -201,7 +275,7 @@ class FeedReactor final
     // positive (it is built in the call).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-    (sc_.core->*apply)(std::move(request), std::move(done), core::ActingAs(subject()));
+    (core().*apply)(std::move(request), std::move(done), core::ActingAs(subject()));
 #pragma GCC diagnostic pop
   }
 
@@ -209,17 +283,17 @@ class FeedReactor final
     absl::StatusOr<core::FeedSession::Subscription> sub;
     {
       std::lock_guard lock(mu_);
-      sub = session_.BeginSubscribe(request);
+      sub = session_->BeginSubscribe(request);
       if (!sub.ok() || !sub->snapshot) {
         PushResultLocked(id, sub.status(), sub.ok() ? AckLocked() : FeedResponse());
         return;
       }
     }
-    auto rows = session_.ReadSnapshot(*sub);  // the store, without the stream's lock
+    auto rows = session_->ReadSnapshot(*sub);  // the store, without the stream's lock
     std::lock_guard lock(mu_);
-    absl::Status completed = session_.CompleteSubscribe(*sub, std::move(rows));
-    ReportQueueLocked(session_.queued(), session_.conflated());
-    if (session_.overflowed()) {
+    absl::Status completed = session_->CompleteSubscribe(*sub, std::move(rows));
+    ReportQueueLocked(session_->queued(), session_->conflated());
+    if (session_->overflowed()) {
       EndIfSlowLocked(core::SlowReaderError(StreamQueueLimits(*sc_.config)));
       return;
     }
@@ -228,7 +302,7 @@ class FeedReactor final
 
   FeedResponse AckLocked() {
     FeedResponse out;
-    out.mutable_ack()->set_subscriptions(static_cast<int32_t>(session_.subscriptions()));
+    out.mutable_ack()->set_subscriptions(static_cast<int32_t>(session_->subscriptions()));
     out.mutable_ack()->set_server_time_ms(std::chrono::duration_cast<std::chrono::milliseconds>(
                                               std::chrono::system_clock::now().time_since_epoch())
                                               .count());
@@ -248,8 +322,8 @@ class FeedReactor final
     {
       std::lock_guard lock(mu_);
       --in_flight_commands_;
-      if (!leased.empty()) session_.Leased(leased);
-      if (status.ok() && !closed.empty()) session_.Closed(closed);
+      if (!leased.empty()) session_->Leased(leased);
+      if (status.ok() && !closed.empty()) session_->Closed(closed);
       if (done_) {
         delete_now = in_flight_commands_ == 0;
       } else {
@@ -287,8 +361,8 @@ class FeedReactor final
         results_.pop_front();
       }
       WriteLocked(out);
-    } else if (auto u = session_.NextUpdate()) {
-      ReportQueueLocked(session_.queued(), session_.conflated());
+    } else if (auto u = session_->NextUpdate()) {
+      ReportQueueLocked(session_->queued(), session_->conflated());
       FeedResponse out;
       *out.mutable_stock_update() = std::move(*u);
       WriteLocked(out);
@@ -315,13 +389,15 @@ class FeedReactor final
 
   // Every way a stream ends passes here: its leased holds are released now.
   void OnFinishedLocked() override {
-    session_.End();
+    if (session_) session_->End();
     results_.clear();
   }
 
   grpc::ByteBuffer incoming_;
   std::deque<FeedResponse> results_;
-  core::FeedSession session_;
+  // Set once the stream is authorized, routed and registered.
+  std::optional<core::FeedSession> session_;
+  std::optional<uint32_t> shard_;  // cluster mode: the one shard this stream serves
   int in_flight_commands_ = 0;
   bool batched_client_ = false;  // it has sent FeedRequest.more: pack its results too
   bool reading_ = false;  // a read is outstanding, or the message it read is being dispatched
@@ -333,10 +409,6 @@ class FeedReactor final
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* InventoryServiceImpl::Feed(
     grpc::CallbackServerContext* ctx) {
-  if (ctx_.core == nullptr) {
-    return new RefusedStream<grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>>(
-        FeedNotInClusterMode());
-  }
   return new FeedReactor(ctx_, ctx);
 }
 

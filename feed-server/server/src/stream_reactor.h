@@ -101,15 +101,11 @@ class StreamReactor : public GrpcReactor,
   // and returns false. Before Register and AttachToFeed.
   bool Route(const google::protobuf::Message& request) {
     if (sc_.router == nullptr) return true;
-    auto routed = sc_.router->Route(method_, request);
-    if (!routed.ok()) {
-      std::lock_guard lock(mu_);
-      FinishLocked(routed.status());
-      return false;
-    }
-    routed_core_ = *std::move(routed);
-    support_.set_core(routed_core_.get());
-    return true;
+    return UseRouted(sc_.router->Route(method_, request));
+  }
+  // Route's counterpart for a stream that serves one shard (cluster mode's Feed).
+  bool RouteToShard(uint32_t shard, std::string_view field) {
+    return UseRouted(sc_.router->RouteShard(shard, field));
   }
   core::InventoryCore& core() const { return *support_.core(); }
 
@@ -177,24 +173,21 @@ class StreamReactor : public GrpcReactor,
   bool finished_ = false;
 
  private:
+  // Route's and RouteToShard's end: the routed core, or the stream finished with the error.
+  bool UseRouted(absl::StatusOr<std::shared_ptr<core::InventoryCore>> routed) {
+    if (!routed.ok()) {
+      std::lock_guard lock(mu_);
+      FinishLocked(routed.status());
+      return false;
+    }
+    routed_core_ = *std::move(routed);
+    support_.set_core(routed_core_.get());
+    return true;
+  }
+
   const char* const method_;
   std::string subject_;
   grpc::ByteBuffer out_;
 };
-
-// A stream refused before it starts (cluster mode does not serve Feed yet): finishes at once
-// with `status` and deletes itself when gRPC is done with it.
-template <class GrpcReactor>
-class RefusedStream final : public GrpcReactor {
- public:
-  explicit RefusedStream(const absl::Status& status) { this->Finish(ToGrpcStatus(status)); }
-  void OnDone() override { delete this; }
-};
-
-inline absl::Status FeedNotInClusterMode() {
-  return absl::UnimplementedError(
-      "Feed is not served in cluster mode yet (its commands may span shards; docs/CLUSTER.md): "
-      "use the unary calls, WatchStock and StreamOrderUpdates, which are routed by shard");
-}
 
 }  // namespace feed::server

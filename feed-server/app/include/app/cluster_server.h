@@ -3,11 +3,12 @@
 // gRPC services as a single node. Unary calls are routed by shard: one for a shard this node
 // serves runs on its core; one for another node's shard is answered UNAVAILABLE with the
 // owner's address in the trailing metadata `feed-shard-owner`. GetShardMap answers every
-// shard's owner. Streams of one shard run on its owner like unary calls. With --http-listen
-// the HTTP gateway serves the same routes, forwarding a unary call whose shard another node
-// serves to that node (GrpcShardForwarder). With --kafka-brokers each served shard relays its
-// events to the public topics. Not served yet (UNIMPLEMENTED): node-wide streams, Feed,
-// AdminService.
+// shard's owner. Streams of one shard run on its owner like unary calls; a Feed stream serves
+// the shard its `feed-shard` metadata names. AdminService's CheckStore audits this node's copy
+// of a shard. With --http-listen the HTTP gateway serves the same routes, forwarding a unary
+// call whose shard another node serves to that node (GrpcShardForwarder). With
+// --kafka-brokers each served shard relays its events to the public topics. Not served yet
+// (FAILED_PRECONDITION): node-wide streams, Backup, Replay.
 //
 // Threads: gRPC's, the cluster node's (feed-members, feed-shards), each owned shard's core
 // threads (core/inventory_core.h), librdkafka's.

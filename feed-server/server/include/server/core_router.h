@@ -4,6 +4,7 @@
 // on its one core.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -44,6 +45,14 @@ class CoreRouter {
   // call is handed to the core.
   virtual absl::StatusOr<std::shared_ptr<core::InventoryCore>> Route(
       std::string_view method, const google::protobuf::Message& request) const = 0;
+  // The core serving `shard` here, with Route's errors; INVALID_ARGUMENT naming `field` when
+  // the cluster has no such shard. Feed streams serve one shard each.
+  virtual absl::StatusOr<std::shared_ptr<core::InventoryCore>> RouteShard(
+      uint32_t shard, std::string_view field) const = 0;
+  // The shard `request` (of gRPC method `method`) belongs to (cluster/request_routing.h).
+  virtual absl::StatusOr<uint32_t> ShardOf(std::string_view method,
+                                           const google::protobuf::Message& request) const = 0;
+  virtual uint32_t shard_count() const = 0;
   virtual inventory::v1::GetShardMapResponse ShardMap() const = 0;
 
   // AdminService on this node's copy of `shard`: the owner's, or a standby's (`standby`).

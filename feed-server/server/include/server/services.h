@@ -51,7 +51,7 @@ class StreamRegistry {
 
 struct ServiceContext {
   // The single node's core; null in cluster mode, where `router` picks one per call and per
-  // stream (Feed is not served there yet) and the shard store an audit reads.
+  // stream (a Feed stream: the shard its metadata names) and the shard store an audit reads.
   core::InventoryCore* core;
   Metrics* metrics;
   const ServerConfig* config;
