@@ -7,8 +7,12 @@
 #            point of docs/CLUSTER.md), on the local broker of compose/kafka.sh.
 #   cluster-1-round  the same cluster node with one round of appends in flight per shard
 #            instead of CLUSTER_ROUNDS (what the pipelined rounds buy).
+# and the same two nodes under Feed (1,024 reservations in flight, up to 256 per message):
+#   single-feed   4 streams x 256;
+#   cluster-feed  one stream per shard (metadata feed-shard, each reserving its shard's SKUs),
+#                 1024 / shards in flight on each.
 # The difference is the cost of the acknowledgement point. Results: bench/results/cluster/
-# c<CONCURRENCY>/ (JSON per run) and a table on stdout. Takes about 45 seconds.
+# c<CONCURRENCY>/ (JSON per run) and a table on stdout. Takes about 90 seconds.
 #
 # Env: BUILD_DIR (build), BENCH_SECONDS (10), CLUSTER_SHARDS (12), CONCURRENCY (64),
 #      CLUSTER_ROUNDS (4: --cluster-rounds-in-flight of the `cluster` run),
@@ -64,22 +68,29 @@ stop() {
   wait "$PID" 2>/dev/null || true
   PID=""
 }
-load() {  # load NAME
-  say "load: $1"
-  "$LOADGEN" --target "$ADDR" --json --server-pid "$PID" --scenario reserve \
-    --concurrency "$CONCURRENCY" --duration-s "$SECS" --warmup-s 2 --skus 10000 --hot-skus 0 \
-    --hot-fraction 0 --sku-prefix cluster-bench- \
-    --stock 1000000 >"$OUT/$1.json" 2>"$WORK/$1.err" || { cat "$WORK/$1.err" >&2; exit 1; }
+load() {  # load NAME [LOADGEN ARGS...] (default: unary Reserve, CONCURRENCY in flight)
+  local name="$1"
+  shift
+  [ $# -gt 0 ] || set -- --scenario reserve --concurrency "$CONCURRENCY"
+  say "load: $name"
+  "$LOADGEN" --target "$ADDR" --json --server-pid "$PID" "$@" \
+    --duration-s "$SECS" --warmup-s 2 --skus 10000 --hot-skus 0 \
+    --hot-fraction 0 --sku-prefix "cluster-bench-$name-" \
+    --stock 1000000 >"$OUT/$name.json" 2>"$WORK/$name.err" || { cat "$WORK/$name.err" >&2; exit 1; }
 }
+FEED_SINGLE=(--scenario feed --streams 4 --inflight 256 --feed-batch 256)
+FEED_CLUSTER=(--scenario feed --streams "$SHARDS" --inflight $((1024 / SHARDS)) --feed-batch 256
+  --feed-shards "$SHARDS")
 
 "$SERVER" --listen "$ADDR" --metrics-listen "" --http-listen "" --data-dir "$WORK/single" \
   --log-rpcs false --durability sync >"$WORK/single.log" 2>&1 &
 PID=$!
 wait_ready "$WORK/single.log"
 load single
+load single-feed "${FEED_SINGLE[@]}"
 stop
 
-cluster() {  # cluster NAME ROUNDS_IN_FLIGHT
+cluster() {  # cluster NAME ROUNDS_IN_FLIGHT [FEED_RUN_NAME]
   "$SERVER" --listen "$ADDR" --metrics-listen "" --data-dir "$WORK/$1" --log-rpcs false \
     --durability sync --cluster-shards "$SHARDS" --cluster-node-id bench-node \
     --cluster-brokers "$BROKERS" --cluster-topic "bench-shard-log-$PORT-$1" \
@@ -95,16 +106,17 @@ cluster() {  # cluster NAME ROUNDS_IN_FLIGHT
     sleep 0.1
   done
   load "$1"
+  [ -n "${3:-}" ] && load "$3" "${FEED_CLUSTER[@]}"
   stop
 }
-cluster cluster "$ROUNDS"
+cluster cluster "$ROUNDS" cluster-feed
 cluster cluster-1-round 1
 
 python3 - "$OUT" "$ROUNDS" <<'PY'
 import json, sys, pathlib
 out = pathlib.Path(sys.argv[1])
 rows = {n: json.loads((out / f"{n}.json").read_text())
-        for n in ("single", "cluster", "cluster-1-round")}
+        for n in ("single", "cluster", "cluster-1-round", "single-feed", "cluster-feed")}
 print("| run | throughput/s | p50 ms | p99 ms | p99.9 ms | errors | server CPU (cores) |")
 print("|---|---|---|---|---|---|---|")
 for name, r in rows.items():
@@ -118,4 +130,7 @@ print(f"\ncluster / single throughput: {c['throughput'] / s['throughput']:.2f}; 
 one = rows["cluster-1-round"]
 print(f"cluster ({sys.argv[2]} rounds in flight) / cluster (1 round): "
       f"{c['throughput'] / one['throughput']:.2f}")
+sf, cf = rows["single-feed"], rows["cluster-feed"]
+print(f"Feed: cluster / single throughput: {cf['throughput'] / sf['throughput']:.2f}; "
+      f"cluster Feed / cluster unary: {cf['throughput'] / c['throughput']:.2f}")
 PY

@@ -11,10 +11,12 @@ namespace feed::loadgen {
 // delivers completions through the CQ, not inline).
 class FeedStream {
  public:
-  FeedStream(Worker* w, InventoryService::Stub* stub, int window)
+  // `shard` >= 0: cluster mode, the stream serves that shard (metadata feed-shard).
+  FeedStream(Worker* w, InventoryService::Stub* stub, int window, int shard)
       : w_(w),
         stub_(stub),
         window_(window),
+        shard_(shard),
         start_tag_(this, &FeedStream::OnStart),
         read_tag_(this, &FeedStream::OnRead),
         write_tag_(this, &FeedStream::OnWrite),
@@ -28,6 +30,7 @@ class FeedStream {
     if (!w_->options().token.empty()) {
       ctx_.AddMetadata("authorization", "Bearer " + w_->options().token);
     }
+    if (shard_ >= 0) ctx_.AddMetadata("feed-shard", std::to_string(shard_));
     rw_ = stub_->PrepareAsyncFeed(&ctx_, w_->cq());
     w_->OpStarted();
     rw_->StartCall(&start_tag_);
@@ -62,7 +65,7 @@ class FeedStream {
     inventory::v1::FeedRequest req;
     req.set_request_id(std::to_string(id));
     auto* r = req.mutable_reserve();
-    *r->mutable_request() = w_->MakeReserve();
+    *r->mutable_request() = w_->MakeReserve(shard_);
     r->set_lease_to_stream(w_->shared()->opt.feed_lease);
     queue_.emplace_back(id, std::move(req));
     outstanding_.emplace(id, Pending{intended, intended});
@@ -166,6 +169,7 @@ class FeedStream {
   Worker* w_;
   InventoryService::Stub* stub_;
   const int window_;
+  const int shard_;  // -1: a single node
   std::mutex mu_;
   grpc::ClientContext ctx_;
   std::unique_ptr<

@@ -69,6 +69,11 @@ int ParseOptions(int argc, char** argv, Options* options) {
       ->capture_default_str();
   app.add_option("--feed-lease", o.feed_lease, "feed: lease holds to the stream")
       ->capture_default_str();
+  app.add_option("--feed-shards", o.feed_shards,
+                 "feed, cluster mode: the cluster's shard count; stream i serves shard i mod N "
+                 "(metadata feed-shard) with its SKUs (0: a single node)")
+      ->check(CLI::Range(0, 65536))
+      ->capture_default_str();
   app.add_option("--subscribers", o.subscribers, "watch: WatchStock streams")
       ->capture_default_str();
   app.add_option("--watch-filter", o.watch_filter, "watch: sku (one SKU each) | all")
@@ -116,6 +121,10 @@ int ParseOptions(int argc, char** argv, Options* options) {
   if (o.scenario == Scenario::kFeed && o.concurrency > 0) {
     return fail("feed: closed loop is --streams x --inflight; --concurrency does not apply");
   }
+  if (o.feed_shards > 0 && o.scenario != Scenario::kFeed) {
+    return fail("--feed-shards: only with --scenario feed");
+  }
+  if (o.feed_shards > o.skus) return fail("--feed-shards: at most --skus shards");
   if (o.rate == 0 && o.concurrency == 0 && o.scenario != Scenario::kFeed) o.concurrency = 64;
   if (o.threads < 1 || o.threads > 64) return fail("--threads must be in [1, 64]");
   if (o.channels < 1 || o.channels > 1024) return fail("--channels must be in [1, 1024]");

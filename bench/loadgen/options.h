@@ -41,6 +41,9 @@ struct Options {
   int inflight = 256;
   int feed_batch = 1;  // commands per Feed message (FeedRequest.more)
   bool feed_lease = false;
+  // Cluster mode: stream i serves shard i mod feed_shards (metadata feed-shard) and reserves
+  // that shard's SKUs only. 0: a single node.
+  int feed_shards = 0;
 
   int subscribers = 1000;
   std::string watch_filter = "sku";  // sku | all

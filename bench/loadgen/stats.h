@@ -57,6 +57,8 @@ struct Shared {
   bool business_precondition = true;  // FAILED_PRECONDITION = sold out, not an error
   std::string run_id;
   std::vector<std::string> skus;
+  // --feed-shards > 0: the indexes into `skus` of each shard's SKUs.
+  std::vector<std::vector<int>> skus_of_shard;
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   std::vector<std::unique_ptr<Echo::Stub>> echo;
   std::vector<std::unique_ptr<InventoryService::Stub>> inventory;

@@ -44,10 +44,17 @@ std::string Worker::NextKey() {
   return fmt::format("lg{}-{}-{}", sh_->run_id, index_, ++key_counter_);
 }
 
-inventory::v1::ReserveRequest Worker::MakeReserve() {
+inventory::v1::ReserveRequest Worker::MakeReserve(int shard) {
   inventory::v1::ReserveRequest req;
   auto* line = req.add_lines();
-  line->set_sku(sh_->skus[static_cast<size_t>(PickSku())]);
+  int sku = 0;
+  if (shard >= 0) {
+    const auto& of_shard = sh_->skus_of_shard[static_cast<size_t>(shard)];
+    sku = of_shard[rng_() % of_shard.size()];
+  } else {
+    sku = PickSku();
+  }
+  line->set_sku(sh_->skus[static_cast<size_t>(sku)]);
   line->set_quantity(1);
   if (opt_.ttl_ms > 0) req.set_ttl_ms(opt_.ttl_ms);
   req.set_idempotency_key(NextKey());
@@ -267,7 +274,8 @@ void Worker::Run() {
   if (opt_.scenario == Scenario::kFeed) {
     for (int j = index_; j < opt_.streams; j += opt_.threads) {
       feed_.push_back(std::make_unique<FeedStream>(
-          this, sh_->inventory[static_cast<size_t>(j) % nch].get(), opt_.inflight));
+          this, sh_->inventory[static_cast<size_t>(j) % nch].get(), opt_.inflight,
+          opt_.feed_shards > 0 ? j % opt_.feed_shards : -1));
       feed_.back()->Start();
     }
   }

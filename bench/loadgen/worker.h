@@ -102,7 +102,8 @@ class Worker {
   // Request builders (also used by FeedStream).
   int PickSku();
   std::string NextKey();
-  inventory::v1::ReserveRequest MakeReserve();
+  // `shard` >= 0 (--feed-shards): a SKU of that shard.
+  inventory::v1::ReserveRequest MakeReserve(int shard = -1);
 
  private:
   bool InWindow(TimePoint t) const { return t >= measure_start_ && t < end_; }
