@@ -214,6 +214,9 @@ class ClusterServer::Impl {
       server_->GetHealthCheckService()->Shutdown();
       streams_.CloseAll(absl::UnavailableError("the server is shutting down"));
       if (gateway_) gateway_->Shutdown(std::chrono::milliseconds(config_.shutdown_grace_ms));
+      // Forwarded calls still in flight answer now (CANCELLED), while the gateway that
+      // passed their callbacks exists.
+      if (forwarder_) forwarder_->Shutdown();
       server_->Shutdown(std::chrono::system_clock::now() +
                         std::chrono::milliseconds(config_.shutdown_grace_ms));
       server_->Wait();

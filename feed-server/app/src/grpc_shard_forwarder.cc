@@ -24,6 +24,15 @@ struct ForwardedCall {
   ShardForwarder::Done done;
 };
 
+void Answer(ForwardedCall& call, const grpc::Status& status) {
+  if (!status.ok()) return call.done(FromGrpc(status), nullptr);
+  grpc::ProtoBufferReader reader(&call.reply);
+  if (!reader.status().ok() || !call.reply_message->ParseFromZeroCopyStream(&reader)) {
+    return call.done(absl::InternalError("the owner's reply did not parse"), nullptr);
+  }
+  call.done(absl::OkStatus(), call.reply_message.get());
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<GrpcShardForwarder>> GrpcShardForwarder::Create(
@@ -50,6 +59,15 @@ absl::StatusOr<std::unique_ptr<GrpcShardForwarder>> GrpcShardForwarder::Create(
       new GrpcShardForwarder(std::move(credentials), config.cluster.log_timeout_ms));
 }
 
+GrpcShardForwarder::~GrpcShardForwarder() { Shutdown(); }
+
+void GrpcShardForwarder::Shutdown() {
+  std::unique_lock lock(calls_mu_);
+  shut_down_ = true;
+  for (grpc::ClientContext* context : in_flight_) context->TryCancel();
+  calls_done_.wait(lock, [this] { return in_flight_.empty(); });
+}
+
 grpc::GenericStub& GrpcShardForwarder::StubFor(std::string_view address) const {
   std::lock_guard lock(mu_);
   auto it = stubs_.find(address);
@@ -68,6 +86,14 @@ void GrpcShardForwarder::Forward(std::string_view address, std::string_view meth
                                  std::vector<std::pair<std::string, std::string>> headers,
                                  Done done) const {
   auto call = std::make_shared<ForwardedCall>();
+  {
+    std::lock_guard lock(calls_mu_);
+    if (shut_down_) {
+      done(absl::UnavailableError("this node is shutting down; retry on another"), nullptr);
+      return;
+    }
+    in_flight_.insert(&call->context);
+  }
   call->done = std::move(done);
   call->reply_message.reset(reply_prototype.New());
   call->context.set_deadline(std::chrono::system_clock::now() +
@@ -75,16 +101,13 @@ void GrpcShardForwarder::Forward(std::string_view address, std::string_view meth
   for (auto& [key, value] : headers) call->context.AddMetadata(key, value);
   grpc::Slice bytes(request.SerializeAsString());
   call->request = grpc::ByteBuffer(&bytes, 1);
-  StubFor(address).UnaryCall(
-      &call->context, fmt::format("/{}", method), grpc::StubOptions(), &call->request, &call->reply,
-      [call](grpc::Status status) {
-        if (!status.ok()) return call->done(FromGrpc(status), nullptr);
-        grpc::ProtoBufferReader reader(&call->reply);
-        if (!reader.status().ok() || !call->reply_message->ParseFromZeroCopyStream(&reader)) {
-          return call->done(absl::InternalError("the owner's reply did not parse"), nullptr);
-        }
-        call->done(absl::OkStatus(), call->reply_message.get());
-      });
+  StubFor(address).UnaryCall(&call->context, fmt::format("/{}", method), grpc::StubOptions(),
+                             &call->request, &call->reply, [this, call](grpc::Status status) {
+                               Answer(*call, status);
+                               std::lock_guard lock(calls_mu_);
+                               in_flight_.erase(&call->context);
+                               if (in_flight_.empty()) calls_done_.notify_all();
+                             });
 }
 
 }  // namespace feed::server

@@ -1,10 +1,14 @@
 // ShardForwarder over gRPC: one channel per owner address, kept for the process; each call a
 // callback-API generic unary call with the request's bytes, so no stub per service is needed.
+// Shutdown (and the destructor) cancels the calls in flight and waits for their callbacks, so
+// no `done` runs after the gateway that passed it is gone.
 #pragma once
 
+#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -21,6 +25,11 @@ class GrpcShardForwarder final : public ShardForwarder {
   // --cluster-peer-ca-file (else the system's roots), and with mutual TLS the node presents
   // its own certificate. Errors name the flag of a file that cannot be read.
   static absl::StatusOr<std::unique_ptr<GrpcShardForwarder>> Create(const ServerConfig& config);
+  ~GrpcShardForwarder() override;
+
+  // Cancels every call in flight (their `done` gets CANCELLED) and waits until each callback
+  // has returned; later calls are answered UNAVAILABLE at once.
+  void Shutdown();
 
   void Forward(std::string_view address, std::string_view method,
                const google::protobuf::Message& request,
@@ -36,6 +45,11 @@ class GrpcShardForwarder final : public ShardForwarder {
   const int64_t timeout_ms_;
   mutable std::mutex mu_;
   mutable std::map<std::string, std::unique_ptr<grpc::GenericStub>, std::less<>> stubs_;
+  // The contexts of the calls whose callback has not returned yet.
+  mutable std::mutex calls_mu_;
+  mutable std::condition_variable calls_done_;
+  mutable std::set<grpc::ClientContext*> in_flight_;
+  mutable bool shut_down_ = false;
 };
 
 }  // namespace feed::server
