@@ -123,6 +123,31 @@ TEST_F(ClusterStreamsTest, StreamsFollowTheirShardsOwnerAndResumeOnTheNextOneWit
     s = everything->Ended();
     EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
     EXPECT_NE(s.error_message().find("keys: in cluster mode"), std::string::npos);
+
+    // Every SKU of one shard: the metadata names it; the snapshot holds that shard's levels.
+    Watch whole_shard;
+    whole_shard.ctx.set_deadline(std::chrono::system_clock::now() + 60s);
+    whole_shard.ctx.AddMetadata("feed-shard", std::to_string(shard));
+    whole_shard.reader =
+        client_->Stub(AddressOf(owner)).WatchStock(&whole_shard.ctx, inv::WatchStockRequest());
+    int levels = 0;
+    while (whole_shard.Next(&u) && u.kind() == inv::StockUpdate::KIND_SNAPSHOT) {
+      EXPECT_EQ(cluster::ShardOf(u.level().sku(), kShards), shard) << u.level().sku();
+      ++levels;
+    }
+    EXPECT_EQ(u.kind(), inv::StockUpdate::KIND_SNAPSHOT_END);
+    int expected = 0;
+    for (int i = 0; i < kSkus; ++i) expected += cluster::ShardOf(Sku(i), kShards) == shard;
+    EXPECT_EQ(levels, expected);
+    whole_shard.Cancel();
+    Watch not_owner;
+    not_owner.ctx.AddMetadata("feed-shard", std::to_string(shard));
+    not_owner.reader = client_->Stub(AddressOf(OtherThan(owner)))
+                           .WatchStock(&not_owner.ctx, inv::WatchStockRequest());
+    EXPECT_FALSE(not_owner.Next(&u));
+    s = not_owner.Ended();
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+    EXPECT_EQ(not_owner.Owner(), AddressOf(owner));
   }
 
   // The owner serves the watch: snapshot, then each acknowledged reservation once, in order.

@@ -7,7 +7,8 @@
 # forwarded to it.
 #
 # feedctl asked on the wrong node follows `feed-shard-owner` to the owner; its stock import
-# sends each shard's lines to the shard's owner, its check audits every shard on its owner.
+# sends each shard's lines to the shard's owner, its check audits every shard and its export
+# reads every shard on its owner.
 #
 # Usage: cluster_readme_test.sh FEED_SERVER_BINARY REPO_DIR FEEDCTL_BINARY
 set -u
@@ -110,6 +111,13 @@ expect 0 "$FEEDCTL" --server "$owner" --json stock import --batch 3 "$WORK/count
 echo "$OUT" | grep -q '"replayed":8' || fail "feedctl stock import again: $OUT"
 expect 0 "$FEEDCTL" --server "$owner" --json stock get sku-23
 echo "$OUT" | grep -q '"onHand":"23"' || fail "sku-23 after the import: $OUT"
+# feedctl stock export: every level, one cut per shard read on its owner (a watch of every
+# SKU of a shard names it in the metadata feed-shard); named SKUs grouped by shard.
+expect 0 "$FEEDCTL" --server "$other" stock export -o "$WORK/export.csv"
+[ "$(grep -c '^sku-2[0-7],' "$WORK/export.csv")" = 8 ] && grep -q '^sku-1,' "$WORK/export.csv" ||
+  fail "feedctl stock export in cluster mode: $(cat "$WORK/export.csv")"
+expect 0 "$FEEDCTL" --server "$other" stock export sku-1 sku-20 sku-21
+[ "$(echo "$OUT" | grep -c '^sku-')" = 3 ] || fail "feedctl stock export of named SKUs: $OUT"
 # feedctl check audits every shard's store on its owner, whichever node it is given; the
 # AdminService of a node audits its own copy of a shard (a standby's, where it does not own
 # it), and asks for a shard in cluster mode; Backup is not served there yet.

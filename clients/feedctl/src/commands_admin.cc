@@ -104,13 +104,10 @@ int Check(Context& ctx, const AdminArgs& a) {
   }
   int exit_code = kOk;
   for (uint32_t shard : shards) {
-    Endpoint* owner = &c->primary();
-    std::string node = "?";
-    if (shard < static_cast<uint32_t>(map.shards_size())) {
-      const auto& entry = map.shards(static_cast<int>(shard));
-      if (!entry.address().empty()) owner = &c->At(entry.address());
-      node = entry.node_id();
-    }
+    Endpoint* owner = &c->OwnerOf(map, shard);
+    const std::string node = shard < static_cast<uint32_t>(map.shards_size())
+                                 ? map.shards(static_cast<int>(shard)).node_id()
+                                 : "?";
     req.set_shard(shard);
     admin::v1::CheckStoreResponse resp;
     const std::string what = fmt::format("check shard {}", shard);

@@ -7,11 +7,15 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <optional>
 #include <sstream>
+#include <vector>
 
 #include "commands.h"
 #include "exit_codes.h"
 #include "fmt/format.h"
+#include "fmt/ranges.h"
 #include "import_plan.h"
 #include "nlohmann/json.hpp"
 #include "stock_csv.h"
@@ -154,13 +158,6 @@ int Import(Context& ctx, const ImportArgs& a) {
   if (c == nullptr) return kUsage;
   // In cluster mode each batch holds one shard's lines and goes to its owner.
   const inventory::v1::GetShardMapResponse shard_map = c->ShardMap();
-  auto owner_of = [&](uint32_t shard) -> Endpoint* {
-    if (static_cast<int>(shard) < shard_map.shards_size()) {
-      const std::string& address = shard_map.shards(static_cast<int>(shard)).address();
-      if (!address.empty()) return &c->At(address);
-    }
-    return &c->primary();
-  };
   const std::vector<ImportBatch> batches = PlanImportBatches(
       parsed.adjustments, shard_map.shard_count(), static_cast<size_t>(std::max(1, a.batch)));
 
@@ -194,7 +191,7 @@ int Import(Context& ctx, const ImportArgs& a) {
   auto start = [&] {
     auto call = std::make_unique<Call>();
     call->batch = &batches[next++];
-    call->to = owner_of(call->batch->shard);
+    call->to = &c->OwnerOf(shard_map, call->batch->shard);
     for (size_t index : call->batch->lines) {
       *call->request.add_adjustments() = parsed.adjustments[index].request;
     }
@@ -279,47 +276,81 @@ int Import(Context& ctx, const ImportArgs& a) {
 }
 
 // Every level (or those of `skus`): a WatchStock snapshot read to its end, then the stream is
-// cancelled. One consistent cut, however many levels.
+// cancelled. One consistent cut, however many levels; in cluster mode one cut per shard, each
+// read on the shard's owner (every SKU of a shard: metadata feed-shard).
 int Export(Context& ctx, const std::vector<std::string>& skus, const std::string& location,
            const std::string& file) {
   Connection* c = ctx.Connect();
   if (c == nullptr) return kUsage;
+  struct Cut {
+    Endpoint* at;
+    std::optional<uint32_t> shard;  // cluster mode
+    inventory::v1::WatchStockRequest request;
+  };
+  const inventory::v1::GetShardMapResponse map = c->ShardMap();
+  const uint32_t shards = map.shard_count();
+  std::vector<Cut> cuts;
+  auto add_keys = [&](inventory::v1::WatchStockRequest& request, const std::string& sku) {
+    auto* k = request.add_keys();
+    k->set_sku(sku);
+    k->set_location(location);
+  };
+  if (shards == 0) {
+    cuts.push_back({&c->primary(), std::nullopt, {}});
+    for (const auto& sku : skus) add_keys(cuts.back().request, sku);
+  } else if (skus.empty()) {
+    for (uint32_t s = 0; s < shards; ++s) cuts.push_back({&c->OwnerOf(map, s), s, {}});
+  } else {
+    std::map<uint32_t, size_t> cut_of_shard;
+    for (const auto& sku : skus) {
+      const uint32_t s = ShardOfSku(sku, shards);
+      auto [it, added] = cut_of_shard.try_emplace(s, cuts.size());
+      if (added) cuts.push_back({&c->OwnerOf(map, s), s, {}});
+      add_keys(cuts[it->second].request, sku);
+    }
+  }
   std::FILE* out = stdout;
   if (!file.empty() && (out = std::fopen(file.c_str(), "w")) == nullptr) {
     std::fprintf(stderr, "feedctl: stock export: cannot write '%s'\n", file.c_str());
     return kUsage;
   }
-  inventory::v1::WatchStockRequest req;
-  for (const auto& s : skus) {
-    auto* k = req.add_keys();
-    k->set_sku(s);
-    k->set_location(location);
-  }
-  auto context = c->NewContext(/*streaming=*/true);
-  auto reader = c->inventory().WatchStock(context.get(), req);
   std::fprintf(out, "%s\n", StockCsvHeader().c_str());
-  inventory::v1::StockUpdate update;
   size_t rows = 0;
-  bool complete = false;
-  while (reader->Read(&update)) {
-    if (update.kind() == inventory::v1::StockUpdate::KIND_SNAPSHOT_END) {
-      complete = true;
-      break;
+  std::vector<std::string> sequences;
+  for (const Cut& cut : cuts) {
+    auto context = c->NewContext(/*streaming=*/true);
+    // Every SKU of one shard: the keys alone cannot name it.
+    if (cut.shard && cut.request.keys().empty()) {
+      context->AddMetadata("feed-shard", std::to_string(*cut.shard));
     }
-    std::fprintf(out, "%s\n", StockCsvRow(update.level()).c_str());
-    ++rows;
+    auto reader = cut.at->inventory->WatchStock(context.get(), cut.request);
+    inventory::v1::StockUpdate update;
+    bool complete = false;
+    while (reader->Read(&update)) {
+      if (update.kind() == inventory::v1::StockUpdate::KIND_SNAPSHOT_END) {
+        complete = true;
+        break;
+      }
+      std::fprintf(out, "%s\n", StockCsvRow(update.level()).c_str());
+      ++rows;
+    }
+    context->TryCancel();
+    grpc::Status status = reader->Finish();
+    if (!complete) {
+      if (out != stdout) std::fclose(out);
+      return ctx.output().Error(
+          cut.shard ? fmt::format("WatchStock (export of shard {})", *cut.shard)
+                    : std::string("WatchStock (export)"),
+          status.ok()
+              ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "the stream ended before the snapshot")
+              : status);
+    }
+    sequences.push_back(cut.shard ? fmt::format("shard {} at {}", *cut.shard, update.sequence())
+                                  : fmt::format("{}", update.sequence()));
   }
-  context->TryCancel();
-  grpc::Status status = reader->Finish();
   if (out != stdout) std::fclose(out);
-  if (!complete) {
-    return ctx.output().Error("WatchStock (export)",
-                              status.ok() ? grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                                                         "the stream ended before the snapshot")
-                                          : status);
-  }
-  std::fprintf(stderr, "feedctl: exported %zu levels (sequence %llu)\n", rows,
-               static_cast<unsigned long long>(update.sequence()));
+  std::fprintf(stderr, "feedctl: exported %zu levels (sequence %s)\n", rows,
+               fmt::format("{}", fmt::join(sequences, ", ")).c_str());
   return kOk;
 }
 

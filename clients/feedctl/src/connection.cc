@@ -74,6 +74,14 @@ inventory::v1::GetShardMapResponse Connection::ShardMap() {
   return map;
 }
 
+Endpoint& Connection::OwnerOf(const inventory::v1::GetShardMapResponse& map, uint32_t shard) {
+  if (shard < static_cast<uint32_t>(map.shards_size())) {
+    const std::string& address = map.shards(static_cast<int>(shard)).address();
+    if (!address.empty()) return At(address);
+  }
+  return *primary_;
+}
+
 std::string ShardOwnerNamedBy(const grpc::Status& status, const grpc::ClientContext& context) {
   if (status.error_code() != grpc::StatusCode::UNAVAILABLE) return "";
   const auto& trailers = context.GetServerTrailingMetadata();

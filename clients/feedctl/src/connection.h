@@ -71,6 +71,8 @@ class Connection {
   // The shard map as the node named by --server reads it: shard_count 0 for a single node,
   // and for a server that cannot tell (an older one, a token without stock:read).
   inventory::v1::GetShardMapResponse ShardMap();
+  // The node `map` names as `shard`'s owner; the --server node when none is known.
+  Endpoint& OwnerOf(const inventory::v1::GetShardMapResponse& map, uint32_t shard);
 
   // A unary call (`method` of one of the three stubs) on the server named by --server, made
   // again on the owner while the answer names another node. A wrong-node answer means the

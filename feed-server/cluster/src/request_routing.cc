@@ -77,7 +77,8 @@ absl::StatusOr<uint32_t> ShardOfRequest(std::string_view method,
       if (r.keys().empty() && r.sku().empty()) {
         return absl::FailedPreconditionError(
             "keys: in cluster mode a stream follows the SKUs of one shard; name them (keys or "
-            "sku): watching every SKU is not served yet (docs/CLUSTER.md)");
+            "sku), or watch every SKU of one shard on its owner with the request metadata "
+            "feed-shard: <shard>");
       }
       return ShardOfSkus("keys", shard_count, [&](auto add) {
         for (const auto& key : r.keys()) add(key.sku());

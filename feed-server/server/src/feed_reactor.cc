@@ -3,7 +3,6 @@
 // commands, applies backpressure and packs results. In cluster mode a stream serves one
 // shard, named by the request metadata `feed-shard`, on that shard's owner; a command or
 // subscription of another shard is refused on its own.
-#include <charconv>
 #include <chrono>
 #include <deque>
 #include <optional>
@@ -24,7 +23,7 @@ class FeedReactor final
   FeedReactor(const ServiceContext& sc, grpc::CallbackServerContext* ctx)
       : StreamReactor(sc, ctx, kMethod, "feed") {
     if (!Authorize(ctx)) return;
-    if (sc.router != nullptr && !PinToShard(ctx)) return;
+    if (sc.router != nullptr && !PinToShard()) return;
     if (!Register()) return;
     session_.emplace(core(), StreamQueueLimits(*sc.config));
     session_->set_actor(subject());
@@ -100,34 +99,20 @@ class FeedReactor final
   // client's default 4 MB receive limit even with large reservations.
   static constexpr int kMaxResultsPerMessage = 255;
 
-  static constexpr std::string_view kShardKey = "feed-shard";
-
-  // Cluster mode: the shard named by `feed-shard`, served here. False when the stream was
+  // Cluster mode: the shard named by the metadata, served here. False when the stream was
   // finished instead (no such metadata or shard; UNAVAILABLE naming the owner elsewhere).
-  bool PinToShard(grpc::CallbackServerContext* ctx) {
-    const uint32_t count = sc_.router->shard_count();
-    auto refuse = [this](absl::Status status) {
-      std::lock_guard lock(mu_);
-      FinishLocked(status);
-      return false;
-    };
-    auto it = ctx->client_metadata().find(grpc::string_ref(kShardKey.data(), kShardKey.size()));
-    if (it == ctx->client_metadata().end()) {
-      return refuse(absl::FailedPreconditionError(fmt::format(
+  bool PinToShard() {
+    auto named = ShardInMetadata();
+    if (!named.ok()) return Refuse(named.status());
+    if (!named->has_value()) {
+      return Refuse(absl::FailedPreconditionError(fmt::format(
           "{}: in cluster mode a Feed stream serves the commands and subscriptions of one "
           "shard; open one per shard on its owner with the request metadata {}: <0 to {}> "
           "(GetShardMap names the owners)",
-          kShardKey, kShardKey, count - 1)));
+          kShardMetadataKey, kShardMetadataKey, sc_.router->shard_count() - 1)));
     }
-    const std::string_view value(it->second.data(), it->second.size());
-    uint32_t shard = 0;
-    auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), shard);
-    if (ec != std::errc() || end != value.data() + value.size() || value.empty()) {
-      return refuse(absl::InvalidArgumentError(
-          fmt::format("{}: '{}' is not a shard number (0 to {})", kShardKey, value, count - 1)));
-    }
-    if (!RouteToShard(shard, kShardKey)) return false;
-    shard_ = shard;
+    if (!RouteToShard(**named)) return false;
+    shard_ = **named;
     return true;
   }
 
@@ -140,7 +125,7 @@ class FeedReactor final
     return absl::FailedPreconditionError(fmt::format(
         "this command is for shard {} and this stream serves shard {} ({}): send it on a "
         "stream of shard {}, on its owner",
-        *shard, *shard_, kShardKey, *shard));
+        *shard, *shard_, kShardMetadataKey, *shard));
   }
 
   absl::Status OnThisShard(const FeedRequest& request) {

@@ -9,11 +9,14 @@
 // feed -> stream; a stream never calls the feed while holding its own lock.
 #pragma once
 
+#include <charconv>
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -28,6 +31,10 @@
 #include "wire.h"
 
 namespace feed::server {
+
+// Cluster mode: the request metadata naming the one shard a stream serves (every `Feed`, a
+// `WatchStock` of every SKU of a shard).
+inline constexpr std::string_view kShardMetadataKey = "feed-shard";
 
 template <class GrpcReactor>
 class StreamReactor : public GrpcReactor,
@@ -103,9 +110,31 @@ class StreamReactor : public GrpcReactor,
     if (sc_.router == nullptr) return true;
     return UseRouted(sc_.router->Route(method_, request));
   }
-  // Route's counterpart for a stream that serves one shard (cluster mode's Feed).
-  bool RouteToShard(uint32_t shard, std::string_view field) {
-    return UseRouted(sc_.router->RouteShard(shard, field));
+  // Route's counterpart for a stream that serves one shard (cluster mode).
+  bool RouteToShard(uint32_t shard) {
+    return UseRouted(sc_.router->RouteShard(shard, kShardMetadataKey));
+  }
+  // Cluster mode: the shard kShardMetadataKey names, nullopt without it; INVALID_ARGUMENT
+  // naming it when it is not a number.
+  absl::StatusOr<std::optional<uint32_t>> ShardInMetadata() const {
+    const auto& metadata = ctx_->client_metadata();
+    auto it = metadata.find(grpc::string_ref(kShardMetadataKey.data(), kShardMetadataKey.size()));
+    if (it == metadata.end()) return std::nullopt;
+    const std::string_view value(it->second.data(), it->second.size());
+    uint32_t shard = 0;
+    auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), shard);
+    if (value.empty() || ec != std::errc() || end != value.data() + value.size()) {
+      return absl::InvalidArgumentError(fmt::format("{}: '{}' is not a shard number (0 to {})",
+                                                    kShardMetadataKey, value,
+                                                    sc_.router->shard_count() - 1));
+    }
+    return shard;
+  }
+  // Finishes the stream with `status`; false, for `return Refuse(...)`.
+  bool Refuse(const absl::Status& status) {
+    std::lock_guard lock(mu_);
+    FinishLocked(status);
+    return false;
   }
   core::InventoryCore& core() const { return *support_.core(); }
 

@@ -13,7 +13,7 @@ class WatchStockReactor final : public StreamReactor<grpc::ServerWriteReactor<gr
                     const grpc::ByteBuffer& bytes)
       : StreamReactor(sc, ctx, "inventory.v1.InventoryService/WatchStock", "watch_stock") {
     inventory::v1::WatchStockRequest request;
-    if (!Authorize(ctx) || !Parse(bytes, &request) || !Route(request)) return;
+    if (!Authorize(ctx) || !Parse(bytes, &request) || !RouteWatch(request)) return;
     sub_.emplace(core(), request, StreamQueueLimits(*sc.config));
     if (absl::Status valid = sub_->Validate(); !valid.ok()) {
       std::lock_guard lock(mu_);
@@ -46,6 +46,17 @@ class WatchStockReactor final : public StreamReactor<grpc::ServerWriteReactor<gr
   }
 
  private:
+  // Cluster mode: a watch of every SKU of the shard the metadata names runs on that shard's
+  // core (its store holds that shard's levels only); any other watch is routed by its keys.
+  bool RouteWatch(const inventory::v1::WatchStockRequest& request) {
+    if (sc_.router != nullptr && request.keys().empty() && request.sku().empty()) {
+      auto named = ShardInMetadata();
+      if (!named.ok()) return Refuse(named.status());
+      if (named->has_value()) return RouteToShard(**named);
+    }
+    return Route(request);
+  }
+
   void AfterWriteLocked() override { PumpLocked(); }
 
   void PumpLocked() {
