@@ -7,8 +7,8 @@
 # forwarded to it.
 #
 # feedctl asked on the wrong node follows `feed-shard-owner` to the owner; its stock import
-# sends each shard's lines to the shard's owner, its check audits every shard and its export
-# reads every shard on its owner.
+# sends each shard's lines to the shard's owner, its check audits every shard, and its export
+# and watch read every shard on its owner.
 #
 # Usage: cluster_readme_test.sh FEED_SERVER_BINARY REPO_DIR FEEDCTL_BINARY
 set -u
@@ -118,6 +118,11 @@ expect 0 "$FEEDCTL" --server "$other" stock export -o "$WORK/export.csv"
   fail "feedctl stock export in cluster mode: $(cat "$WORK/export.csv")"
 expect 0 "$FEEDCTL" --server "$other" stock export sku-1 sku-20 sku-21
 [ "$(echo "$OUT" | grep -c '^sku-')" = 3 ] || fail "feedctl stock export of named SKUs: $OUT"
+# feedctl stock watch: one stream per shard on its owner (every level, or named SKUs).
+expect 0 "$FEEDCTL" --server "$other" --json stock watch --once
+[ "$(echo "$OUT" | grep -c '"sku":"sku-2[0-7]"')" = 8 ] || fail "feedctl stock watch of every level: $OUT"
+expect 0 "$FEEDCTL" --server "$other" --json stock watch --once sku-1 sku-20
+[ "$(echo "$OUT" | grep -c '"sku":"sku-')" = 2 ] || fail "feedctl stock watch sku-1 sku-20: $OUT"
 # feedctl check audits every shard's store on its owner, whichever node it is given; the
 # AdminService of a node audits its own copy of a shard (a standby's, where it does not own
 # it), and asks for a shard in cluster mode; Backup is not served there yet.

@@ -1,5 +1,5 @@
 // feedctl's pure parts: the CSV import and export (clients/feedctl/src/stock_csv.h), how an
-// import is cut into batches (import_plan.h) and the live table of `stock watch`
+// import is cut into batches (import_plan.h, shard_hash.h) and the live table of `stock watch`
 // (watch_table.h).
 #include <gtest/gtest.h>
 

@@ -104,7 +104,7 @@ int Follow(Context& ctx, const std::string& id) {
                                              update.status(), update.details(), update.sequence()));
     }
     s = stream->Finish();
-    interrupt.Watch(nullptr);
+    interrupt.Unwatch(context.get());
     const std::string owner = ShardOwnerNamedBy(s, *context);
     if (owner.empty() || owner == to->address || hop == kMaxOwnerHops) break;
     to = &c->At(owner);

@@ -18,6 +18,7 @@
 #include "fmt/ranges.h"
 #include "import_plan.h"
 #include "nlohmann/json.hpp"
+#include "shard_hash.h"
 #include "stock_csv.h"
 
 namespace feedctl {

@@ -3,13 +3,7 @@
 #include <algorithm>
 #include <unordered_map>
 
-#include "common/fnv1a.h"
-
 namespace feedctl {
-
-uint32_t ShardOfSku(std::string_view sku, uint32_t shard_count) {
-  return shard_count == 0 ? 0 : static_cast<uint32_t>(feed::Fnv1a64Of(sku) % shard_count);
-}
 
 std::vector<ImportBatch> PlanImportBatches(const std::vector<CsvAdjustment>& adjustments,
                                            uint32_t shard_count, size_t batch_size) {

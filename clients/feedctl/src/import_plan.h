@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "shard_hash.h"
 #include "stock_csv.h"
 
 namespace feedctl {
@@ -17,10 +18,6 @@ struct ImportBatch {
   uint32_t shard = 0;         // 0 in single-node mode
   std::vector<size_t> lines;  // indexes into the parsed adjustments, in file order
 };
-
-// The shard of a SKU as the server computes it: FNV-1a 64 of its UTF-8 bytes, mod
-// `shard_count` (GetShardMapResponse). 0 when `shard_count` is 0 (a single node).
-uint32_t ShardOfSku(std::string_view sku, uint32_t shard_count);
 
 // Batches ordered by their first line; `shard_count` 0: one shard (single-node mode).
 std::vector<ImportBatch> PlanImportBatches(const std::vector<CsvAdjustment>& adjustments,

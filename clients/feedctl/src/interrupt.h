@@ -9,6 +9,7 @@
 #include <chrono>
 #include <csignal>
 #include <mutex>
+#include <set>
 #include <thread>
 
 namespace feedctl {
@@ -18,7 +19,7 @@ inline std::atomic<bool>& InterruptFlag() {
   return flag;
 }
 
-// While alive: a signal cancels the registered call (and any registered later).
+// While alive: a signal cancels the registered calls (and any registered later).
 class CancelOnInterrupt {
  public:
   CancelOnInterrupt() {
@@ -29,7 +30,7 @@ class CancelOnInterrupt {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
         if (!InterruptFlag()) continue;
         std::lock_guard lock(mu_);
-        if (context_ != nullptr) context_->TryCancel();
+        for (grpc::ClientContext* context : contexts_) context->TryCancel();
       }
     });
   }
@@ -37,18 +38,31 @@ class CancelOnInterrupt {
     done_ = true;
     thread_.join();
   }
-  // The call to cancel now (null: none).
+  // A call to cancel on a signal, until Unwatch (from any thread).
   void Watch(grpc::ClientContext* context) {
     std::lock_guard lock(mu_);
-    context_ = context;
-    if (context_ != nullptr && InterruptFlag()) context_->TryCancel();
+    contexts_.insert(context);
+    if (Stopping()) context->TryCancel();
+  }
+  void Unwatch(grpc::ClientContext* context) {
+    std::lock_guard lock(mu_);
+    contexts_.erase(context);
   }
   static bool Interrupted() { return InterruptFlag(); }
+  // Ends every watched call now and any watched later, as a signal would (one of several
+  // streams failed for good).
+  void Stop() {
+    std::lock_guard lock(mu_);
+    stopped_ = true;
+    for (grpc::ClientContext* context : contexts_) context->TryCancel();
+  }
+  bool Stopping() const { return stopped_ || InterruptFlag(); }
 
  private:
   std::mutex mu_;
-  grpc::ClientContext* context_ = nullptr;
+  std::set<grpc::ClientContext*> contexts_;
   std::atomic<bool> done_{false};
+  std::atomic<bool> stopped_{false};
   std::thread thread_;
 };
 

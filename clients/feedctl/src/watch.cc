@@ -1,8 +1,9 @@
 // feedctl stock watch: a WatchStock stream drawn as a live table (watch_table.h), redrawn at
 // most ten times a second; with --json one line per update instead. A dropped stream is
 // resumed from the last sequence received (a fresh snapshot when the server no longer
-// retains it), so the table never misses a change; in cluster mode on the node that owns the
-// SKUs' shard now (the one a closing `feed-shard-owner` names). Ctrl-C ends it (exit 0).
+// retains it), so the table never misses a change. In cluster mode one stream per shard (of
+// the named SKUs, or every shard's levels), each on the node that owns the shard now (the one
+// a closing `feed-shard-owner` names). Ctrl-C ends it (exit 0).
 #include <grpcpp/grpcpp.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -11,14 +12,19 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <map>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "commands.h"
 #include "exit_codes.h"
 #include "fmt/format.h"
 #include "fmt/ranges.h"
 #include "interrupt.h"
+#include "shard_hash.h"
 #include "watch_table.h"
 
 namespace feedctl {
@@ -30,6 +36,35 @@ int TerminalRows() {
   return 40;
 }
 
+// One WatchStock stream the table follows: the only one on a single node, one per shard in
+// cluster mode (a shard's named SKUs, or every SKU of the shard: metadata feed-shard).
+struct Follow {
+  Endpoint* to;
+  std::optional<uint32_t> shard;
+  std::vector<std::string> skus;
+  std::string status = "connecting";  // guarded by RunWatch's mu
+};
+
+std::vector<Follow> PlanFollows(Connection& c, const std::vector<std::string>& skus) {
+  const inventory::v1::GetShardMapResponse map = c.ShardMap();
+  const uint32_t shards = map.shard_count();
+  std::vector<Follow> follows;
+  if (shards == 0) {
+    follows.push_back({&c.primary(), std::nullopt, skus});
+  } else if (skus.empty()) {
+    for (uint32_t s = 0; s < shards; ++s) follows.push_back({&c.OwnerOf(map, s), s, {}});
+  } else {
+    std::map<uint32_t, size_t> follow_of_shard;
+    for (const auto& sku : skus) {
+      const uint32_t s = ShardOfSku(sku, shards);
+      auto [it, added] = follow_of_shard.try_emplace(s, follows.size());
+      if (added) follows.push_back({&c.OwnerOf(map, s), s, {}});
+      follows[it->second].skus.push_back(sku);
+    }
+  }
+  return follows;
+}
+
 }  // namespace
 
 int RunWatch(Context& ctx, const std::vector<std::string>& skus, const std::string& location,
@@ -38,27 +73,30 @@ int RunWatch(Context& ctx, const std::vector<std::string>& skus, const std::stri
   if (c == nullptr) return kUsage;
   CancelOnInterrupt interrupt;
   const bool tty = isatty(STDOUT_FILENO) != 0;
-  const std::string title =
-      fmt::format("feedctl stock watch {}  {}",
-                  skus.empty() ? "(every level)" : fmt::format("{}", fmt::join(skus, " ")),
-                  c->options().server);
+  std::vector<Follow> follows = PlanFollows(*c, skus);
+  const std::string title = fmt::format(
+      "feedctl stock watch {}  {}",
+      skus.empty() ? "(every level)" : fmt::format("{}", fmt::join(skus, " ")),
+      follows.size() > 1 ? fmt::format("{} ({} shards)", c->options().server, follows.size())
+                         : c->options().server);
 
   WatchTable table;
-  std::mutex mu;  // table and status, between the reader and the drawing loop
-  std::string status = "connecting";
-  std::atomic<bool> stream_done{false};
+  std::mutex mu;  // table, statuses and output, between the readers and the drawing loop
   std::atomic<int> exit_code{kOk};
-  std::atomic<bool> stop_reading{false};  // --once: the snapshot is complete
 
-  std::thread reader([&] {
+  // Follows one stream until interrupted, a lasting error, or (--once) its snapshot's end.
+  auto follow = [&](Follow& f) {
     uint64_t resume_after = 0;
     bool snapshot_on_gap = false;
     auto backoff = std::chrono::milliseconds(200);
-    Endpoint* to = &c->primary();
     int hops = 0;  // owner changes followed since the last update read
-    while (!stop_reading && !CancelOnInterrupt::Interrupted()) {
+    auto set_status = [&](std::string status) {
+      std::lock_guard lock(mu);
+      f.status = std::move(status);
+    };
+    while (!interrupt.Stopping()) {
       inventory::v1::WatchStockRequest req;
-      for (const auto& s : skus) {
+      for (const auto& s : f.skus) {
         auto* k = req.add_keys();
         k->set_sku(s);
         k->set_location(location);
@@ -66,17 +104,19 @@ int RunWatch(Context& ctx, const std::vector<std::string>& skus, const std::stri
       req.set_resume_after_sequence(resume_after);
       req.set_snapshot_on_gap(snapshot_on_gap);
       auto context = c->NewContext(/*streaming=*/true);
+      if (f.shard && f.skus.empty()) context->AddMetadata("feed-shard", std::to_string(*f.shard));
       interrupt.Watch(context.get());
-      auto stream = to->inventory->WatchStock(context.get(), req);
+      auto stream = f.to->inventory->WatchStock(context.get(), req);
       inventory::v1::StockUpdate update;
-      while (!CancelOnInterrupt::Interrupted() && stream->Read(&update)) {
+      bool snapshot_read = false;
+      while (!interrupt.Stopping() && stream->Read(&update)) {
         backoff = std::chrono::milliseconds(200);
         hops = 0;
         std::lock_guard lock(mu);
         if (update.kind() == inventory::v1::StockUpdate::KIND_SNAPSHOT_END) {
-          status = "live";
+          f.status = "live";
           if (once) {
-            stop_reading = true;
+            snapshot_read = true;
             context->TryCancel();
             break;
           }
@@ -87,19 +127,18 @@ int RunWatch(Context& ctx, const std::vector<std::string>& skus, const std::stri
           if (ctx.json) ctx.output().Line(ToJson(update));
         }
         resume_after = std::max(resume_after, update.sequence());
-        if (resume_after > 0 && status != "live" &&
+        if (resume_after > 0 && f.status != "live" &&
             update.kind() == inventory::v1::StockUpdate::KIND_CHANGE) {
-          status = "live";
+          f.status = "live";
         }
       }
-      interrupt.Watch(nullptr);
       grpc::Status s = stream->Finish();
-      if (stop_reading || CancelOnInterrupt::Interrupted()) break;
+      interrupt.Unwatch(context.get());
+      if (snapshot_read || interrupt.Stopping()) return;
       if (const std::string owner = ShardOwnerNamedBy(s, *context);
-          !owner.empty() && owner != to->address && hops++ < kMaxOwnerHops) {
-        to = &c->At(owner);  // the shard moved (or was never here): resume on its owner
-        std::lock_guard lock(mu);
-        status = fmt::format("following the shard to {} from sequence {}", owner, resume_after);
+          !owner.empty() && owner != f.to->address && hops++ < kMaxOwnerHops) {
+        f.to = &c->At(owner);  // the shard moved (or was never here): resume on its owner
+        set_status(fmt::format("following the shard to {} from sequence {}", owner, resume_after));
         continue;
       }
       if (s.error_code() == grpc::StatusCode::OUT_OF_RANGE) {
@@ -110,27 +149,44 @@ int RunWatch(Context& ctx, const std::vector<std::string>& skus, const std::stri
       // A server going down ends streams with UNAVAILABLE, or CANCELLED for a call that came
       // in during its shutdown: both are worth another try.
       if (ExitFor(s) != kUnavailable && s.error_code() != grpc::StatusCode::CANCELLED && !s.ok()) {
-        exit_code = ctx.output().Error("WatchStock", s);
-        break;
-      }
-      {
         std::lock_guard lock(mu);
-        status = fmt::format("reconnecting ({}) from sequence {}", s.error_message(), resume_after);
+        exit_code = ctx.output().Error(
+            f.shard ? fmt::format("WatchStock (shard {})", *f.shard) : "WatchStock", s);
+        interrupt.Stop();  // the table would be incomplete: end the other streams too
+        return;
       }
+      set_status(
+          fmt::format("reconnecting ({}) from sequence {}", s.error_message(), resume_after));
       std::this_thread::sleep_for(backoff);
       backoff = std::min(backoff * 2, std::chrono::milliseconds(5000));
     }
-    stream_done = true;
-  });
+  };
+  std::atomic<size_t> running{follows.size()};
+  std::vector<std::thread> readers;
+  for (Follow& f : follows) {
+    readers.emplace_back([&, f = &f] {
+      follow(*f);
+      --running;
+    });
+  }
 
+  // "live" once every stream is; else what the first that is not says.
+  auto status_line = [&] {
+    for (const Follow& f : follows) {
+      if (f.status == "live") continue;
+      return f.shard && follows.size() > 1 ? fmt::format("shard {}: {}", *f.shard, f.status)
+                                           : f.status;
+    }
+    return std::string("live");
+  };
   std::string drawn;
-  while (!stream_done) {
+  while (running > 0) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     if (ctx.json || once) continue;
     std::string screen;
     {
       std::lock_guard lock(mu);
-      screen = table.Render(fmt::format("{}  [{}]", title, status), TerminalRows(), tty);
+      screen = table.Render(fmt::format("{}  [{}]", title, status_line()), TerminalRows(), tty);
     }
     if (screen == drawn) continue;
     drawn = screen;
@@ -139,7 +195,7 @@ int RunWatch(Context& ctx, const std::vector<std::string>& skus, const std::stri
     std::fputs(screen.c_str(), stdout);
     std::fflush(stdout);
   }
-  reader.join();
+  for (auto& r : readers) r.join();
   if (once && !ctx.json) std::fputs(table.Render(title, 1 << 30, false).c_str(), stdout);
   return exit_code;
 }
