@@ -40,20 +40,15 @@ PORT="$(free_port)"
 ADDR="127.0.0.1:$PORT"
 WORK="$(mktemp -d /tmp/feed-cluster-bench-XXXXXX)"
 PID=""
-STARTED_KAFKA=""
+. "$REPO/bench/broker.sh"
 cleanup() {
   [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null || true
-  [ -n "$STARTED_KAFKA" ] && compose/kafka.sh stop >/dev/null 2>&1 || true
+  stop_broker_if_started
   rm -rf "$WORK"
 }
 trap cleanup EXIT
 say() { echo "cluster bench: $*" >&2; }
-
-if ! compose/kafka.sh status >/dev/null 2>&1; then
-  compose/kafka.sh start >/dev/null
-  STARTED_KAFKA=1
-fi
-BROKERS="$(compose/kafka.sh status)"
+ensure_broker
 
 wait_ready() {
   for _ in $(seq 1 600); do
