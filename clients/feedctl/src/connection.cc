@@ -52,6 +52,7 @@ Connection::Connection(ConnectionOptions options,
 }
 
 Endpoint& Connection::At(const std::string& address) {
+  std::lock_guard lock(endpoints_mu_);
   auto [it, inserted] = endpoints_.try_emplace(address);
   Endpoint& endpoint = it->second;
   if (inserted) {

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -58,7 +59,7 @@ class Connection {
   // A context with this deadline instead (operations that scan the whole store).
   std::unique_ptr<grpc::ClientContext> NewContext(std::chrono::milliseconds deadline) const;
 
-  // The server named by --server, and any other node (opened on first use).
+  // The server named by --server, and any other node (opened on first use; any thread).
   Endpoint& primary() { return *primary_; }
   Endpoint& At(const std::string& address);
 
@@ -108,7 +109,10 @@ class Connection {
 
   ConnectionOptions options_;
   std::shared_ptr<grpc::ChannelCredentials> credentials_;
-  std::map<std::string, Endpoint> endpoints_;  // by address
+  // By address. At() may run on several threads at once (stock watch follows a stream per
+  // shard); a map's elements stay where they are, so the references it returns stay valid.
+  std::mutex endpoints_mu_;
+  std::map<std::string, Endpoint> endpoints_;
   Endpoint* primary_;
 };
 
