@@ -44,11 +44,7 @@ class ClusterRouter final : public CoreRouter {
 
   absl::StatusOr<std::shared_ptr<core::InventoryCore>> RouteShard(
       uint32_t shard, std::string_view field) const override {
-    if (shard >= node_.shard_count()) {
-      return absl::InvalidArgumentError(
-          fmt::format("{}: {} is not a shard of this cluster (0 to {})", field, shard,
-                      node_.shard_count() - 1));
-    }
+    if (absl::Status known = KnownShard(shard, field); !known.ok()) return known;
     return CoreOf(shard);
   }
 
@@ -75,16 +71,20 @@ class ClusterRouter final : public CoreRouter {
   }
 
   absl::StatusOr<ShardStore> StoreOfShard(uint32_t shard) const override {
-    if (shard >= store_operations_.size()) {
-      return absl::InvalidArgumentError(
-          fmt::format("shard: {} is out of range (0 to {})", shard, store_operations_.size() - 1));
-    }
+    if (absl::Status known = KnownShard(shard, "shard"); !known.ok()) return known;
     return ShardStore{store_operations_[shard].get(), node_.Core(shard) == nullptr};
   }
 
   void set_node_id(std::string id) { node_id_ = std::move(id); }
 
  private:
+  // INVALID_ARGUMENT naming `field` when the cluster has no shard `shard`.
+  absl::Status KnownShard(uint32_t shard, std::string_view field) const {
+    if (shard < node_.shard_count()) return absl::OkStatus();
+    return absl::InvalidArgumentError(fmt::format("{}: {} is not a shard of this cluster (0 to {})",
+                                                  field, shard, node_.shard_count() - 1));
+  }
+
   // This node's core of `shard`, or UNAVAILABLE naming the owner (in kShardOwnerKey too).
   absl::StatusOr<std::shared_ptr<core::InventoryCore>> CoreOf(uint32_t shard) const {
     if (auto core = node_.Core(shard)) return core;

@@ -283,7 +283,7 @@ grpc::ServerUnaryReactor* AdminServiceImpl::CheckStore(grpc::CallbackServerConte
           std::move(done)(absl::InvalidArgumentError(fmt::format(
               "shard: required in cluster mode (0 to {}): each shard's store is audited on its "
               "own (feedctl check audits every shard on its owner)",
-              sc.router->ShardMap().shard_count() - 1)));
+              sc.router->shard_count() - 1)));
           return;
         }
         auto store = sc.router->StoreOfShard(r.shard());
