@@ -57,7 +57,7 @@
 #include <random>
 #include <thread>
 
-#include "common/fnv1a.h"
+#include "common/shard_hash.h"
 #include "options.h"
 #include "proc_sample.h"
 #include "report.h"
@@ -90,9 +90,8 @@ int main(int argc, char** argv) {
     if (opt.feed_shards > 0) {
       sh.skus_of_shard.resize(static_cast<size_t>(opt.feed_shards));
       for (int i = 0; i < opt.skus; ++i) {
-        // The server's shard of a SKU (docs/CLUSTER.md): FNV-1a 64 mod the shard count.
-        const uint64_t shard = feed::Fnv1a64Of(sh.skus[static_cast<size_t>(i)]) %
-                               static_cast<uint64_t>(opt.feed_shards);
+        const uint32_t shard =
+            feed::ShardOf(sh.skus[static_cast<size_t>(i)], static_cast<uint32_t>(opt.feed_shards));
         sh.skus_of_shard[shard].push_back(i);
       }
       for (size_t shard = 0; shard < sh.skus_of_shard.size(); ++shard) {

@@ -1,6 +1,6 @@
 // feedctl's pure parts: the CSV import and export (clients/feedctl/src/stock_csv.h), how an
-// import is cut into batches (import_plan.h, shard_hash.h) and the live table of `stock watch`
-// (watch_table.h).
+// import is cut into batches (import_plan.h; the shard of a SKU: common/shard_hash.h) and the
+// live table of `stock watch` (watch_table.h).
 #include <gtest/gtest.h>
 
 #include "import_plan.h"
@@ -141,10 +141,10 @@ std::vector<CsvAdjustment> AdjustmentsOf(const std::vector<std::string>& skus) {
 
 TEST(ImportPlanTest, ShardsAsTheServerComputesThem) {
   // fnv1a64 mod P, worked out independently (tests/e2e/cluster_readme_test.sh does the same).
-  EXPECT_EQ(ShardOfSku("sku-1", 12), 4u);
-  EXPECT_EQ(ShardOfSku("sku-11", 12), 11u);
-  EXPECT_EQ(ShardOfSku("sku-6", 4), 1u);
-  EXPECT_EQ(ShardOfSku("sku-6", 0), 0u);
+  EXPECT_EQ(feed::ShardOf("sku-1", 12), 4u);
+  EXPECT_EQ(feed::ShardOf("sku-11", 12), 11u);
+  EXPECT_EQ(feed::ShardOf("sku-6", 4), 1u);
+  EXPECT_EQ(feed::ShardOf("sku-6", 0), 0u);
 }
 
 TEST(ImportPlanTest, SingleNodeBatchesFollowTheFile) {

@@ -7,8 +7,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <map>
-#include <optional>
 #include <sstream>
 #include <vector>
 
@@ -18,8 +16,8 @@
 #include "fmt/ranges.h"
 #include "import_plan.h"
 #include "nlohmann/json.hpp"
-#include "shard_hash.h"
 #include "stock_csv.h"
+#include "stock_streams.h"
 
 namespace feedctl {
 
@@ -283,33 +281,7 @@ int Export(Context& ctx, const std::vector<std::string>& skus, const std::string
            const std::string& file) {
   Connection* c = ctx.Connect();
   if (c == nullptr) return kUsage;
-  struct Cut {
-    Endpoint* at;
-    std::optional<uint32_t> shard;  // cluster mode
-    inventory::v1::WatchStockRequest request;
-  };
-  const inventory::v1::GetShardMapResponse map = c->ShardMap();
-  const uint32_t shards = map.shard_count();
-  std::vector<Cut> cuts;
-  auto add_keys = [&](inventory::v1::WatchStockRequest& request, const std::string& sku) {
-    auto* k = request.add_keys();
-    k->set_sku(sku);
-    k->set_location(location);
-  };
-  if (shards == 0) {
-    cuts.push_back({&c->primary(), std::nullopt, {}});
-    for (const auto& sku : skus) add_keys(cuts.back().request, sku);
-  } else if (skus.empty()) {
-    for (uint32_t s = 0; s < shards; ++s) cuts.push_back({&c->OwnerOf(map, s), s, {}});
-  } else {
-    std::map<uint32_t, size_t> cut_of_shard;
-    for (const auto& sku : skus) {
-      const uint32_t s = ShardOfSku(sku, shards);
-      auto [it, added] = cut_of_shard.try_emplace(s, cuts.size());
-      if (added) cuts.push_back({&c->OwnerOf(map, s), s, {}});
-      add_keys(cuts[it->second].request, sku);
-    }
-  }
+  const std::vector<StockStream> cuts = PlanStockStreams(*c, skus);
   std::FILE* out = stdout;
   if (!file.empty() && (out = std::fopen(file.c_str(), "w")) == nullptr) {
     std::fprintf(stderr, "feedctl: stock export: cannot write '%s'\n", file.c_str());
@@ -318,13 +290,9 @@ int Export(Context& ctx, const std::vector<std::string>& skus, const std::string
   std::fprintf(out, "%s\n", StockCsvHeader().c_str());
   size_t rows = 0;
   std::vector<std::string> sequences;
-  for (const Cut& cut : cuts) {
-    auto context = c->NewContext(/*streaming=*/true);
-    // Every SKU of one shard: the keys alone cannot name it.
-    if (cut.shard && cut.request.keys().empty()) {
-      context->AddMetadata("feed-shard", std::to_string(*cut.shard));
-    }
-    auto reader = cut.at->inventory->WatchStock(context.get(), cut.request);
+  for (const StockStream& cut : cuts) {
+    auto context = cut.NewContext(*c);
+    auto reader = cut.at->inventory->WatchStock(context.get(), cut.Request(location));
     inventory::v1::StockUpdate update;
     bool complete = false;
     while (reader->Read(&update)) {

@@ -11,7 +11,7 @@ std::vector<ImportBatch> PlanImportBatches(const std::vector<CsvAdjustment>& adj
   std::vector<ImportBatch> batches;
   std::unordered_map<uint32_t, size_t> open;  // shard -> its batch still filling up
   for (size_t i = 0; i < adjustments.size(); ++i) {
-    const uint32_t shard = ShardOfSku(adjustments[i].request.sku(), shard_count);
+    const uint32_t shard = feed::ShardOf(adjustments[i].request.sku(), shard_count);
     auto it = open.find(shard);
     if (it == open.end() || batches[it->second].lines.size() == batch_size) {
       batches.push_back({shard, {}});

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "shard_hash.h"
+#include "common/shard_hash.h"
 #include "stock_csv.h"
 
 namespace feedctl {

@@ -12,7 +12,6 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
-#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -24,7 +23,7 @@
 #include "fmt/format.h"
 #include "fmt/ranges.h"
 #include "interrupt.h"
-#include "shard_hash.h"
+#include "stock_streams.h"
 #include "watch_table.h"
 
 namespace feedctl {
@@ -36,34 +35,11 @@ int TerminalRows() {
   return 40;
 }
 
-// One WatchStock stream the table follows: the only one on a single node, one per shard in
-// cluster mode (a shard's named SKUs, or every SKU of the shard: metadata feed-shard).
+// One stream the table follows, and what it is doing.
 struct Follow {
-  Endpoint* to;
-  std::optional<uint32_t> shard;
-  std::vector<std::string> skus;
+  StockStream stream;
   std::string status = "connecting";  // guarded by RunWatch's mu
 };
-
-std::vector<Follow> PlanFollows(Connection& c, const std::vector<std::string>& skus) {
-  const inventory::v1::GetShardMapResponse map = c.ShardMap();
-  const uint32_t shards = map.shard_count();
-  std::vector<Follow> follows;
-  if (shards == 0) {
-    follows.push_back({&c.primary(), std::nullopt, skus});
-  } else if (skus.empty()) {
-    for (uint32_t s = 0; s < shards; ++s) follows.push_back({&c.OwnerOf(map, s), s, {}});
-  } else {
-    std::map<uint32_t, size_t> follow_of_shard;
-    for (const auto& sku : skus) {
-      const uint32_t s = ShardOfSku(sku, shards);
-      auto [it, added] = follow_of_shard.try_emplace(s, follows.size());
-      if (added) follows.push_back({&c.OwnerOf(map, s), s, {}});
-      follows[it->second].skus.push_back(sku);
-    }
-  }
-  return follows;
-}
 
 }  // namespace
 
@@ -73,7 +49,8 @@ int RunWatch(Context& ctx, const std::vector<std::string>& skus, const std::stri
   if (c == nullptr) return kUsage;
   CancelOnInterrupt interrupt;
   const bool tty = isatty(STDOUT_FILENO) != 0;
-  std::vector<Follow> follows = PlanFollows(*c, skus);
+  std::vector<Follow> follows;
+  for (StockStream& stream : PlanStockStreams(*c, skus)) follows.push_back({std::move(stream)});
   const std::string title = fmt::format(
       "feedctl stock watch {}  {}",
       skus.empty() ? "(every level)" : fmt::format("{}", fmt::join(skus, " ")),
@@ -95,18 +72,12 @@ int RunWatch(Context& ctx, const std::vector<std::string>& skus, const std::stri
       f.status = std::move(status);
     };
     while (!interrupt.Stopping()) {
-      inventory::v1::WatchStockRequest req;
-      for (const auto& s : f.skus) {
-        auto* k = req.add_keys();
-        k->set_sku(s);
-        k->set_location(location);
-      }
+      inventory::v1::WatchStockRequest req = f.stream.Request(location);
       req.set_resume_after_sequence(resume_after);
       req.set_snapshot_on_gap(snapshot_on_gap);
-      auto context = c->NewContext(/*streaming=*/true);
-      if (f.shard && f.skus.empty()) context->AddMetadata("feed-shard", std::to_string(*f.shard));
+      auto context = f.stream.NewContext(*c);
       interrupt.Watch(context.get());
-      auto stream = f.to->inventory->WatchStock(context.get(), req);
+      auto stream = f.stream.at->inventory->WatchStock(context.get(), req);
       inventory::v1::StockUpdate update;
       bool snapshot_read = false;
       while (!interrupt.Stopping() && stream->Read(&update)) {
@@ -136,8 +107,8 @@ int RunWatch(Context& ctx, const std::vector<std::string>& skus, const std::stri
       interrupt.Unwatch(context.get());
       if (snapshot_read || interrupt.Stopping()) return;
       if (const std::string owner = ShardOwnerNamedBy(s, *context);
-          !owner.empty() && owner != f.to->address && hops++ < kMaxOwnerHops) {
-        f.to = &c->At(owner);  // the shard moved (or was never here): resume on its owner
+          !owner.empty() && owner != f.stream.at->address && hops++ < kMaxOwnerHops) {
+        f.stream.at = &c->At(owner);  // the shard moved (or was never here): resume on its owner
         set_status(fmt::format("following the shard to {} from sequence {}", owner, resume_after));
         continue;
       }
@@ -151,7 +122,8 @@ int RunWatch(Context& ctx, const std::vector<std::string>& skus, const std::stri
       if (ExitFor(s) != kUnavailable && s.error_code() != grpc::StatusCode::CANCELLED && !s.ok()) {
         std::lock_guard lock(mu);
         exit_code = ctx.output().Error(
-            f.shard ? fmt::format("WatchStock (shard {})", *f.shard) : "WatchStock", s);
+            f.stream.shard ? fmt::format("WatchStock (shard {})", *f.stream.shard) : "WatchStock",
+            s);
         interrupt.Stop();  // the table would be incomplete: end the other streams too
         return;
       }
@@ -174,8 +146,9 @@ int RunWatch(Context& ctx, const std::vector<std::string>& skus, const std::stri
   auto status_line = [&] {
     for (const Follow& f : follows) {
       if (f.status == "live") continue;
-      return f.shard && follows.size() > 1 ? fmt::format("shard {}: {}", *f.shard, f.status)
-                                           : f.status;
+      return f.stream.shard && follows.size() > 1
+                 ? fmt::format("shard {}: {}", *f.stream.shard, f.status)
+                 : f.status;
     }
     return std::string("live");
   };
