@@ -2,6 +2,7 @@
 // entry; its records reach the tables at the next checkpoint; a crash between the two loses
 // nothing (the journal is replayed), and the tables see each key once per checkpoint.
 // Fixture and invariant checks: core_fixture.h.
+#include "core/journal_checkpoint.h"
 #include "core_fixture.h"
 
 namespace feed::core_test {
@@ -78,6 +79,30 @@ class JournalTest : public CoreTest {
     out += fmt::format("last={} holds={} levels={}", core.stats().last_sequence,
                        core.stats().held_reservations, core.stats().stock_levels);
     return out;
+  }
+
+  // A cluster standby's copy of the store: the journal entries (from `after` on) and nothing
+  // else, added to `into`.
+  void CopyJournal(storage::MemoryStore& into, uint64_t after = 0) {
+    auto group = into.NewWriteGroup();
+    ASSERT_OK(store_.Scan(Table::kJournal, storage::EncodeSequence(after + 1), "",
+                          [&](std::string_view k, std::string_view v) {
+                            group->Put(Table::kJournal, k, v);
+                            return true;
+                          }));
+    ASSERT_OK(into.Commit(*group, storage::CommitMode::kConfigured));
+  }
+  // The table records a core opening `store` writes: what it replayed (plus its id and format).
+  size_t PutsOfOpening(storage::MemoryStore& store, const std::string& live,
+                       const std::vector<Workload>& work) {
+    const auto before = store.write_counts();
+    auto opened = InventoryCore::Open(store, clock_, options_);
+    EXPECT_TRUE(opened.ok()) << opened.status();
+    if (!opened.ok()) return SIZE_MAX;
+    EXPECT_EQ(Reads(**opened, work), live);
+    const size_t puts = store.write_counts().puts - before.puts;
+    (*opened)->Shutdown();
+    return puts;
   }
 };
 
@@ -301,6 +326,67 @@ TEST_F(JournalTest, ANewStoreRecordsItsFormat) {
   auto format = store_.Get(Table::kMeta, storage::meta_keys::kFormatVersion);
   ASSERT_TRUE(format.ok() && format->has_value());
   EXPECT_EQ(storage::DecodeSequence(**format), storage::kFormatVersion);
+}
+
+// A standby's copy holds journal entries only: CheckpointJournal writes their tables as the
+// owner's checkpointer would, so a core opened on the copy recovers the same state and has
+// nothing left to replay; later entries are folded in by the next call.
+TEST_F(JournalTest, AStandbyCopyIsCheckpointedAndATakeoverReplaysNothingOfIt) {
+  std::vector<Workload> work{Run("a")};
+  WaitPublished(EventCount());  // (last_sequence counts published events)
+  storage::MemoryStore standby;
+  CopyJournal(standby);
+  auto folded = core::CheckpointJournal(standby);
+  ASSERT_OK(folded);
+  EXPECT_EQ(folded->entries, store_.Size(Table::kJournal));
+  EXPECT_EQ(folded->checkpoint_sequence, core_->stats().last_sequence);
+  EXPECT_GT(folded->records, 0u);
+  EXPECT_GT(standby.Size(Table::kStock), 0u);
+  EXPECT_EQ(standby.Size(Table::kJournal), store_.Size(Table::kJournal));  // kept: the outbox
+
+  // More entries arrive; a copy without a checkpoint of them is the control.
+  const uint64_t copied = folded->checkpoint_sequence;
+  work.push_back(Run("c"));
+  ASSERT_OK(Commit(work[0].reservations[2], "late-commit"));
+  WaitPublished(EventCount());
+  const std::string live = Reads(*core_, work);
+  CopyJournal(standby, copied);
+  storage::MemoryStore unfolded;
+  CopyJournal(unfolded);
+  // In rounds of about one entry: each call folds the next.
+  size_t calls = 0;
+  for (;;) {
+    auto more = core::CheckpointJournal(standby, 1);
+    ASSERT_OK(more);
+    if (more->entries == 0) break;
+    EXPECT_EQ(more->entries, 1u);
+    ++calls;
+  }
+  EXPECT_GT(calls, 1u);
+  auto again = standby.Get(Table::kMeta, storage::meta_keys::kCheckpointSequence);
+  ASSERT_TRUE(again.ok() && again->has_value());
+  EXPECT_EQ(storage::DecodeSequence(**again), core_->stats().last_sequence);
+
+  const size_t replayed_puts = PutsOfOpening(unfolded, live, work);
+  const size_t folded_puts = PutsOfOpening(standby, live, work);
+  EXPECT_GT(replayed_puts, 10u);  // the control replayed every entry into its tables
+  EXPECT_LE(folded_puts, 2u);     // the store's id and format, nothing replayed
+}
+
+TEST_F(JournalTest, AStandbyCheckpointRefusesAGapAndWritesNothing) {
+  ASSERT_OK(Adjust("sku-a", 10));
+  ASSERT_OK(Adjust("sku-a", 1));
+  ASSERT_OK(Adjust("sku-a", 1));
+  storage::MemoryStore standby;
+  CopyJournal(standby);
+  auto group = standby.NewWriteGroup();
+  group->Delete(Table::kJournal, storage::EncodeSequence(2));
+  ASSERT_OK(standby.Commit(*group, storage::CommitMode::kConfigured));
+  const auto before = standby.write_counts();
+  EXPECT_TRUE(IsError(core::CheckpointJournal(standby), absl::StatusCode::kDataLoss,
+                      "journal gap: expected an entry from sequence 2, found 3..3"));
+  EXPECT_EQ(standby.write_counts().puts, before.puts);
+  EXPECT_EQ(standby.Size(Table::kStock), 0u);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "cluster/request_routing.h"
 #include "cluster/shard_store.h"
 #include "common/module_logger.h"
+#include "core/journal_checkpoint.h"
 #include "fmt/format.h"
 
 namespace feed::cluster {
@@ -34,6 +35,8 @@ class RelayWaker : public core::ChangeListener {
 // After a failed claim or a fenced core, the shard is claimed again this much later while the
 // group still assigns it here.
 constexpr auto kRetryClaimAfter = std::chrono::seconds(1);
+// Journal bytes a standby checkpoint reads per turn of the shards thread (~tens of ms).
+constexpr size_t kStandbyCheckpointBytes = 8u << 20;
 
 }  // namespace
 
@@ -119,6 +122,7 @@ class ClusterNode::Impl {
     std::unique_ptr<RelayWaker> waker;
     bool assigned = false;  // by the group
     std::chrono::steady_clock::time_point claim_not_before;
+    std::chrono::steady_clock::time_point next_standby_checkpoint;
   };
 
   absl::Status OpenSlot(Slot& slot) {
@@ -215,6 +219,31 @@ class ClusterNode::Impl {
     }
     if (absl::Status applied = slot.replica->ApplyArrived(0); !applied.ok()) {
       Log()->error("shard {}: applying the log: {}", slot.shard, std::string(applied.message()));
+    }
+    CheckpointStandby(slot);
+  }
+
+  // At the cores' checkpoint interval, the standby's journal entries go into its tables, so
+  // that a takeover replays only the entries since (core/journal_checkpoint.h). On this
+  // thread, which is also the one that opens a core on the store: never both at once.
+  void CheckpointStandby(Slot& slot) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now < slot.next_standby_checkpoint) return;
+    slot.next_standby_checkpoint =
+        now + std::chrono::milliseconds(std::max<int64_t>(1, options_.core.checkpoint_interval_ms));
+    // A bounded round per turn: the claims of other shards wait behind it on this thread.
+    auto folded = core::CheckpointJournal(*slot.store, kStandbyCheckpointBytes);
+    if (!folded.ok()) {
+      Log()->error("shard {}: standby checkpoint: {}", slot.shard,
+                   std::string(folded.status().message()));
+    } else if (folded->more) {
+      slot.next_standby_checkpoint = now;  // behind: go on at the next turn
+    }
+    if (folded.ok() && folded->entries > 0) {
+      Log()->debug(
+          "shard {}: standby checkpoint of {} journal entries ({} records) through "
+          "sequence {}",
+          slot.shard, folded->entries, folded->records, folded->checkpoint_sequence);
     }
   }
 

@@ -8,7 +8,7 @@
 // standby; a revoked or lost assignment does the same.
 //
 // Threads: "feed-members" polls the group (rebalance callbacks); "feed-shards" claims,
-// releases and catches the standbys up; each served shard's core threads and, with
+// releases, catches the standbys up and checkpoints them (core/journal_checkpoint.h); each served shard's core threads and, with
 // options.relay, its "feed-relay". Core(), Store(), ShardMap() and OwnedShards() are for
 // any thread.
 #pragma once

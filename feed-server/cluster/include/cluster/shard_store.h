@@ -3,7 +3,9 @@
 // A standby keeps the shard's valid journal entries in its own store exactly as the owner's
 // committer stored them (Table::kJournal under the entry's last sequence), with the log offset
 // of the newest in the same commit (meta shard_log_offset). Opening an InventoryCore on that
-// store replays them (core recovery), so taking over needs no conversion. The owner's core
+// store replays them (core recovery), so taking over needs no conversion; the node folds them
+// into the store's tables at every checkpoint interval (core/journal_checkpoint.h), so that a
+// takeover replays only the entries since. The owner's core
 // writes the same two records itself (core/replicated_log.h). Accepted claims are stored too,
 // so a node that restarts, owner or not, resumes reading the log after its store's offset
 // and judges the records there as every other node does.
