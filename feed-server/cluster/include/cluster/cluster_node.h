@@ -8,9 +8,9 @@
 // standby; a revoked or lost assignment does the same.
 //
 // Threads: "feed-members" polls the group (rebalance callbacks); "feed-shards" claims,
-// releases, catches the standbys up and checkpoints them (core/journal_checkpoint.h); each served shard's core threads and, with
-// options.relay, its "feed-relay". Core(), Store(), ShardMap() and OwnedShards() are for
-// any thread.
+// releases, catches the standbys up and checkpoints them (core/journal_checkpoint.h); each served
+// shard's core threads and, with options.relay, its "feed-relay". Core(), Store(), ShardMap() and
+// OwnedShards() are for any thread.
 #pragma once
 
 #include <cstdint>
