@@ -18,6 +18,7 @@
 
 #include "benchmark/benchmark.h"
 #include "core/inventory_core.h"
+#include "core_seed.h"
 #include "storage/memory_store.h"
 #include "storage/rocksdb_store.h"
 
@@ -68,16 +69,7 @@ class NullStore : public storage::Store {
 
 constexpr int kSkus = 1000;
 
-void Seed(core::InventoryCore& core) {
-  for (int i = 0; i < kSkus; ++i) {
-    inventory::v1::AdjustStockRequest a;
-    a.set_sku("sku-" + std::to_string(i));
-    a.set_mode(inventory::v1::ADJUST_MODE_SET);
-    a.set_quantity(1'000'000);
-    auto r = core::CallSync(core, &core::InventoryCore::AdjustStock, a);
-    if (!r.ok()) std::abort();
-  }
-}
+void Seed(core::InventoryCore& core) { bench::SeedStock(core, kSkus); }
 
 // Keeps `window` commands in flight from one driver thread until `total` completed.
 void Drive(core::InventoryCore& core, int64_t total, int window) {
@@ -88,7 +80,7 @@ void Drive(core::InventoryCore& core, int64_t total, int window) {
     slots.acquire();
     inventory::v1::ReserveRequest req;
     auto* line = req.add_lines();
-    line->set_sku("sku-" + std::to_string(i % kSkus));
+    line->set_sku(bench::SeedSku(i % kSkus));
     line->set_quantity(1);
     core.Reserve(std::move(req), [&](absl::StatusOr<inventory::v1::ReserveResponse> r) {
       if (!r.ok()) std::abort();

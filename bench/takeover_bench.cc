@@ -18,6 +18,7 @@
 
 #include "core/inventory_core.h"
 #include "core/journal_checkpoint.h"
+#include "core_seed.h"
 #include "storage/rocksdb_store.h"
 
 namespace {
@@ -45,13 +46,7 @@ std::unique_ptr<storage::Store> Open(const std::filesystem::path& dir) {
 
 // N reservations, every other one committed, 256 in flight.
 void Load(core::InventoryCore& core, int64_t reservations) {
-  for (int i = 0; i < kSkus; ++i) {
-    inventory::v1::AdjustStockRequest a;
-    a.set_sku("sku-" + std::to_string(i));
-    a.set_mode(inventory::v1::ADJUST_MODE_SET);
-    a.set_quantity(1'000'000);
-    if (!core::CallSync(core, &core::InventoryCore::AdjustStock, a).ok()) std::abort();
-  }
+  bench::SeedStock(core, kSkus);
   std::counting_semaphore<> slots(256);
   std::atomic<int64_t> done{0};
   std::binary_semaphore finished(0);
@@ -59,7 +54,7 @@ void Load(core::InventoryCore& core, int64_t reservations) {
     slots.acquire();
     inventory::v1::ReserveRequest req;
     auto* line = req.add_lines();
-    line->set_sku("sku-" + std::to_string(i % kSkus));
+    line->set_sku(bench::SeedSku(i % kSkus));
     line->set_quantity(1);
     const bool commit = i % 2 == 0;
     core.Reserve(std::move(req), [&, commit](absl::StatusOr<inventory::v1::ReserveResponse> r) {

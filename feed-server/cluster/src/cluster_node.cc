@@ -236,10 +236,10 @@ class ClusterNode::Impl {
     if (!folded.ok()) {
       Log()->error("shard {}: standby checkpoint: {}", slot.shard,
                    std::string(folded.status().message()));
-    } else if (folded->more) {
-      slot.next_standby_checkpoint = now;  // behind: go on at the next turn
+      return;
     }
-    if (folded.ok() && folded->entries > 0) {
+    if (folded->more) slot.next_standby_checkpoint = now;  // behind: go on at the next turn
+    if (folded->entries > 0) {
       Log()->debug(
           "shard {}: standby checkpoint of {} journal entries ({} records) through "
           "sequence {}",

@@ -12,10 +12,11 @@ namespace feed::core {
 
 using storage::Table;
 
-namespace {
-// Operations per checkpoint write (about 0.2 ms of the store's write path each).
-constexpr size_t kChunk = 512;
-}  // namespace
+void PutCheckpointMarker(storage::WriteGroup& group, uint64_t covered) {
+  group.Put(Table::kMeta, storage::meta_keys::kCheckpointSequence,
+            storage::EncodeSequence(covered));
+  group.Put(Table::kMeta, storage::meta_keys::kNextSequence, storage::EncodeSequence(covered + 1));
+}
 
 void Checkpointer::Start(uint64_t checkpoint_sequence) {
   written_.store(checkpoint_sequence, std::memory_order_relaxed);
@@ -108,7 +109,7 @@ absl::Status Checkpointer::Run() {
   // generation in the tables and the old checkpoint_sequence in meta: the restart replays the
   // journal from there, which writes the same records again, in order, over them.
   auto group = store_.NewWriteGroup();
-  auto frozen_through = overlay_.WriteFrozen(*group, kChunk, [&](storage::WriteGroup& g) {
+  auto frozen_through = overlay_.WriteFrozen(*group, kCheckpointChunk, [&](storage::WriteGroup& g) {
     absl::Status s = store_.Commit(g, storage::CommitMode::kNoSync);
     g.Clear();
     return s;
@@ -117,10 +118,7 @@ absl::Status Checkpointer::Run() {
   uint64_t covered = written_.load(std::memory_order_relaxed);
   if (*frozen_through > 0) {
     covered = *frozen_through;
-    group->Put(Table::kMeta, storage::meta_keys::kCheckpointSequence,
-               storage::EncodeSequence(covered));
-    group->Put(Table::kMeta, storage::meta_keys::kNextSequence,
-               storage::EncodeSequence(covered + 1));
+    PutCheckpointMarker(*group, covered);
   }
   // Entries are keyed by their last sequence: those below trim_until are checkpointed and
   // every event in them is delivered. Without a relay cursor nothing is delivered yet (the

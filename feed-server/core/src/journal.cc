@@ -131,6 +131,32 @@ absl::StatusOr<ReplayedEntry> DecodeJournalEntry(std::string_view key, std::stri
   return out;
 }
 
+absl::Status ScanJournalAfter(const storage::ReadView& view, uint64_t checkpoint_sequence,
+                              uint64_t first_sequence,
+                              const std::function<bool(ReplayedEntry& entry, size_t bytes)>& each) {
+  uint64_t expected = first_sequence;
+  absl::Status error;
+  absl::Status scanned =
+      view.Scan(storage::Table::kJournal, storage::EncodeSequence(checkpoint_sequence + 1), "",
+                [&](std::string_view key, std::string_view value) {
+                  auto entry = DecodeJournalEntry(key, value);
+                  if (!entry.ok()) {
+                    error = entry.status();
+                    return false;
+                  }
+                  if (entry->first_sequence != expected) {
+                    error = absl::DataLossError(
+                        fmt::format("journal gap: expected an entry from sequence {}, found {}..{}",
+                                    expected, entry->first_sequence, entry->last_sequence));
+                    return false;
+                  }
+                  expected = entry->last_sequence + 1;
+                  return each(*entry, value.size());
+                });
+  if (!scanned.ok()) return scanned;
+  return error;
+}
+
 std::optional<int64_t> JournalEntryTime(std::string_view value) {
   internal::v1::JournalEntry entry;
   events::v1::Event first;

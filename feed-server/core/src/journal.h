@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -40,5 +41,13 @@ struct ReplayedEntry {
 };
 // DATA_LOSS naming `key` when the bytes are not a well-formed entry stored under its key.
 absl::StatusOr<ReplayedEntry> DecodeJournalEntry(std::string_view key, std::string_view value);
+
+// The entries stored after `checkpoint_sequence`, decoded, in order, the first holding
+// `first_sequence` and each continuing the one before: `each(entry, stored_bytes)` returns
+// false to stop early. DATA_LOSS on a corrupt entry or a gap (nothing after it is visited).
+// What a restart replays and what a standby checkpoint folds into the tables.
+absl::Status ScanJournalAfter(const storage::ReadView& view, uint64_t checkpoint_sequence,
+                              uint64_t first_sequence,
+                              const std::function<bool(ReplayedEntry& entry, size_t bytes)>& each);
 
 }  // namespace feed::core

@@ -6,18 +6,12 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "fmt/format.h"
+#include "checkpointer.h"
 #include "journal.h"
 
 namespace feed::core {
 
 using storage::Table;
-
-namespace {
-// Operations per write, as the owner's checkpointer does (each holds the store's write path
-// for about 0.2 ms).
-constexpr size_t kChunk = 512;
-}  // namespace
 
 absl::StatusOr<JournalCheckpoint> CheckpointJournal(storage::Store& store, size_t max_bytes) {
   JournalCheckpoint out;
@@ -26,7 +20,6 @@ absl::StatusOr<JournalCheckpoint> CheckpointJournal(storage::Store& store, size_
   out.checkpoint_sequence = checkpoint->value_or(0);
   auto next = storage::ReadMetaSequence(store, storage::meta_keys::kNextSequence);
   if (!next.ok()) return next.status();
-  uint64_t expected = next->value_or(out.checkpoint_sequence + 1);
 
   // The entries after the checkpoint, in order; the newest change of each key, viewing the
   // logs that hold it.
@@ -37,37 +30,23 @@ absl::StatusOr<JournalCheckpoint> CheckpointJournal(storage::Store& store, size_
   };
   absl::flat_hash_map<std::pair<int, std::string_view>, Newest> newest;
   size_t bytes = 0;
-  absl::Status error;
-  absl::Status scanned =
-      store.Scan(Table::kJournal, storage::EncodeSequence(out.checkpoint_sequence + 1), "",
-                 [&](std::string_view key, std::string_view value) {
-                   auto entry = DecodeJournalEntry(key, value);
-                   if (!entry.ok()) {
-                     error = entry.status();
-                     return false;
-                   }
-                   if (entry->first_sequence != expected) {
-                     error = absl::DataLossError(fmt::format(
-                         "journal gap: expected an entry from sequence {}, found {}..{}", expected,
-                         entry->first_sequence, entry->last_sequence));
-                     return false;
-                   }
-                   expected = entry->last_sequence + 1;
-                   out.checkpoint_sequence = entry->last_sequence;
-                   ++out.entries;
-                   logs.push_back(std::make_unique<MutationLog>(std::move(entry->mutations)));
-                   const MutationLog& log = *logs.back();
-                   for (const auto& op : log.ops()) {
-                     newest.insert_or_assign(std::pair{static_cast<int>(op.table), log.key(op)},
-                                             Newest{&log, &op});
-                   }
-                   bytes += value.size();
-                   if (bytes < max_bytes) return true;
-                   out.more = true;  // (perhaps nothing follows: the next call finds out)
-                   return false;
-                 });
+  absl::Status scanned = ScanJournalAfter(
+      store, out.checkpoint_sequence, next->value_or(out.checkpoint_sequence + 1),
+      [&](ReplayedEntry& entry, size_t entry_bytes) {
+        out.checkpoint_sequence = entry.last_sequence;
+        ++out.entries;
+        logs.push_back(std::make_unique<MutationLog>(std::move(entry.mutations)));
+        const MutationLog& log = *logs.back();
+        for (const auto& op : log.ops()) {
+          newest.insert_or_assign(std::pair{static_cast<int>(op.table), log.key(op)},
+                                  Newest{&log, &op});
+        }
+        bytes += entry_bytes;
+        if (bytes < max_bytes) return true;
+        out.more = true;  // (perhaps nothing follows: the next call finds out)
+        return false;
+      });
   if (!scanned.ok()) return scanned;
-  if (!error.ok()) return error;
   if (out.entries == 0) return out;
 
   auto group = store.NewWriteGroup();
@@ -79,15 +58,12 @@ absl::StatusOr<JournalCheckpoint> CheckpointJournal(storage::Store& store, size_
       group->Put(table, where.second, change.log->value(*change.op));
     }
     ++out.records;
-    if (group->Count() >= kChunk) {
+    if (group->Count() >= kCheckpointChunk) {
       if (absl::Status s = store.Commit(*group, storage::CommitMode::kNoSync); !s.ok()) return s;
       group->Clear();
     }
   }
-  group->Put(Table::kMeta, storage::meta_keys::kCheckpointSequence,
-             storage::EncodeSequence(out.checkpoint_sequence));
-  group->Put(Table::kMeta, storage::meta_keys::kNextSequence,
-             storage::EncodeSequence(out.checkpoint_sequence + 1));
+  PutCheckpointMarker(*group, out.checkpoint_sequence);
   if (absl::Status s = store.Commit(*group, storage::CommitMode::kNoSync); !s.ok()) return s;
   return out;
 }

@@ -163,25 +163,14 @@ absl::StatusOr<size_t> WriterState::ReplayJournal(uint64_t checkpoint_sequence) 
   absl::Status error;
   StockLevel level;
   Reservation reservation;
-  auto apply = [&](std::string_view key, std::string_view value) {
-    auto entry = DecodeJournalEntry(key, value);
-    if (!entry.ok()) {
-      error = entry.status();
-      return false;
-    }
-    if (entry->first_sequence != next_sequence_) {
-      error = absl::DataLossError(
-          fmt::format("journal gap: expected an entry from sequence {}, found {}..{}",
-                      next_sequence_, entry->first_sequence, entry->last_sequence));
-      return false;
-    }
-    const MutationLog& log = entry->mutations;
+  auto apply = [&](ReplayedEntry& entry, size_t) {
+    const MutationLog& log = entry.mutations;
     for (const auto& op : log.ops()) {
       const std::string_view k = log.key(op), v = log.value(op);
       if (op.table == Table::kStock && !op.deleted) {
         if (!level.ParseFromArray(v.data(), static_cast<int>(v.size()))) {
           error = absl::DataLossError(
-              fmt::format("journal entry {}: stock level record is corrupt", entry->last_sequence));
+              fmt::format("journal entry {}: stock level record is corrupt", entry.last_sequence));
           return false;
         }
         levels_.insert_or_assign(std::string(k), ToLevel(level));
@@ -192,22 +181,22 @@ absl::StatusOr<size_t> WriterState::ReplayJournal(uint64_t checkpoint_sequence) 
         Hold hold;
         if (!reservation.ParseFromArray(v.data(), static_cast<int>(v.size())) ||
             reservation.reservation_id() != k || !ToHold(reservation, &hold)) {
-          error = absl::DataLossError(fmt::format("journal entry {}: hold record '{}' is corrupt",
-                                                  entry->last_sequence, k));
+          error = absl::DataLossError(
+              fmt::format("journal entry {}: hold record '{}' is corrupt", entry.last_sequence, k));
           return false;
         }
         holds_.insert_or_assign(std::string(k), std::move(hold));
       }
     }
-    next_sequence_ = entry->last_sequence + 1;
-    overlay_.Apply(std::make_shared<MutationLog>(std::move(entry->mutations)),
-                   entry->last_sequence);
+    next_sequence_ = entry.last_sequence + 1;
+    overlay_.Apply(std::make_shared<MutationLog>(std::move(entry.mutations)), entry.last_sequence);
     ++entries;
     return true;
   };
-  absl::Status s =
-      store_.Scan(Table::kJournal, storage::EncodeSequence(checkpoint_sequence + 1), "", apply);
-  if (!s.ok()) return s;
+  if (absl::Status s = ScanJournalAfter(store_, checkpoint_sequence, next_sequence_, apply);
+      !s.ok()) {
+    return s;
+  }
   if (!error.ok()) return error;
   return entries;
 }
