@@ -402,16 +402,18 @@ done
 DISTINCT="$(echo "$SHARDS" | tr ' ' '\n' | sort -u | grep -c .)"
 [ "$DISTINCT" -gt 3 ] || fail "24 SKUs answered by only $DISTINCT shards"
 say "cluster: 24 SKUs adjusted and reserved through one node, on $DISTINCT shards"
-# A watch given the same one address opens on each SKU's owner and sees its change.
+# A watch given the same one address opens on each SKU's owner and sees its change. Each watch
+# writes its own files: the redirect of a background job may open after wait_for first looks,
+# so a shared file could still hold the previous watch's "snapshot complete".
 for i in 1 2 3; do
   "$BIN/watch" --server "${NODES[0]}" --sku "cl-$i" --max-updates 1 --idle-exit 20s \
-    >"$WORK/cl-watch.out" 2>"$WORK/cl-watch.err" &
+    >"$WORK/cl-watch-$i.out" 2>"$WORK/cl-watch-$i.err" &
   CL_WATCH=$!
-  wait_for 20 "the cl-$i watch's snapshot" grep -qs "snapshot complete" "$WORK/cl-watch.err"
+  wait_for 20 "the cl-$i watch's snapshot" grep -qs "snapshot complete" "$WORK/cl-watch-$i.err"
   "$BIN/reserve" --server "${NODES[0]}" "cl-$i:1" >/dev/null 2>"$WORK/cl-reserve.err" ||
     fail "reserve cl-$i again: $(cat "$WORK/cl-reserve.err")"
-  wait "$CL_WATCH" || fail "the cl-$i watch exited $?: $(cat "$WORK/cl-watch.err")"
-  grep -q "reserved=3 available=7 kind=change" "$WORK/cl-watch.out" || fail "cl-$i watch: $(cat "$WORK/cl-watch.out")"
+  wait "$CL_WATCH" || fail "the cl-$i watch exited $?: $(cat "$WORK/cl-watch-$i.err")"
+  grep -q "reserved=3 available=7 kind=change" "$WORK/cl-watch-$i.out" || fail "cl-$i watch: $(cat "$WORK/cl-watch-$i.out")"
 done
 say "cluster: three watches through one node's address, each served by its SKU's owner"
 
