@@ -11,7 +11,7 @@
 // (CommitMode::kNoSync: a lost cursor only means a redelivery); sleep until Notify(), a Kafka
 // event, or idle_poll_ms. The core's checkpointer deletes the entries below the cursor.
 //
-// Credentials (security_protocol sasl_ssl / ssl): the password file and the CA file are looked
+// Credentials (security.protocol sasl_ssl / ssl): the password file and the CA file are looked
 // at every credentials_check_ms. When one changed, the relay stops producing, lets what is in
 // flight be acknowledged (at most shutdown_flush_ms; at once while Kafka is unreachable, e.g.
 // refusing the old password), then replaces the producer, which reads the new files, and sends
@@ -42,6 +42,7 @@
 #include "fmt/format.h"
 #include "journal_reader.h"
 #include "kafka_handles.h"
+#include "kafka_security.h"
 #include "logging.h"
 #include "outbox_window.h"
 #include "record.h"
@@ -78,11 +79,6 @@ constexpr milliseconds kPurgeDrainTimeout{2000};
 constexpr size_t kLagReservoir = 2048;
 // Largest accepted max_in_flight (librdkafka's queue.buffering.max.messages limit).
 constexpr size_t kMaxInFlightLimit = 10'000'000;
-// The librdkafka settings the security options own: kafka_properties may not set them too.
-constexpr std::string_view kSecurityProperties[] = {
-    "security.protocol", "ssl.ca.location", "ssl.ca.pem",    "sasl.mechanism",
-    "sasl.mechanisms",   "sasl.username",   "sasl.password",
-};
 
 int64_t WallMillis() {
   return std::chrono::duration_cast<milliseconds>(
@@ -112,64 +108,20 @@ bool UnknownTopicError(rd_kafka_resp_err_t err) {
   return err == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC || err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART;
 }
 
-// librdkafka settings whose values are secrets: never in an error message.
-bool SecretProperty(std::string_view key) {
-  return key.find("password") != std::string_view::npos ||
-         key.find("secret") != std::string_view::npos || key == "ssl.key.pem" ||
-         key == "sasl.oauthbearer.config";
-}
-
-bool SaslSsl(const RelayOptions& o) { return o.security_protocol == "sasl_ssl"; }
-bool Tls(const RelayOptions& o) { return SaslSsl(o) || o.security_protocol == "ssl"; }
-
 absl::Status ValidateSecurity(const RelayOptions& o) {
-  if (o.security_protocol != "plaintext" && !Tls(o)) {
-    return absl::InvalidArgumentError(
-        fmt::format("relay: security_protocol must be plaintext, ssl or sasl_ssl, got '{}'",
-                    o.security_protocol));
-  }
-  if (!Tls(o) && !o.ssl_ca_file.empty()) {
-    return absl::InvalidArgumentError("relay: ssl_ca_file needs security_protocol ssl or sasl_ssl");
-  }
-  const bool has_password = !o.sasl_password_file.empty() || !o.sasl_password.empty();
-  if (SaslSsl(o)) {
-    if (o.sasl_mechanism != "SCRAM-SHA-512" && o.sasl_mechanism != "SCRAM-SHA-256" &&
-        o.sasl_mechanism != "PLAIN") {
-      return absl::InvalidArgumentError(fmt::format(
-          "relay: sasl_mechanism must be SCRAM-SHA-512, SCRAM-SHA-256 or PLAIN, got '{}'",
-          o.sasl_mechanism));
-    }
-    if (o.sasl_username.empty()) {
-      return absl::InvalidArgumentError("relay: security_protocol sasl_ssl needs sasl_username");
-    }
-    if (!has_password) {
-      return absl::InvalidArgumentError(
-          "relay: security_protocol sasl_ssl needs a password (sasl_password_file or "
-          "sasl_password)");
-    }
-  } else if (!o.sasl_username.empty() || has_password) {
-    return absl::InvalidArgumentError(
-        "relay: sasl_username and the password need security_protocol sasl_ssl");
+  if (absl::Status s = internal::ValidateKafkaSecurity(o.security, o.kafka_properties, "relay");
+      !s.ok()) {
+    return s;
   }
   if (o.credentials_check_ms < 1) {
     return absl::InvalidArgumentError("relay: credentials_check_ms must be >= 1");
-  }
-  if (Tls(o)) {
-    for (std::string_view key : kSecurityProperties) {
-      if (o.kafka_properties.count(std::string(key)) > 0) {
-        return absl::InvalidArgumentError(
-            fmt::format("relay: kafka_properties sets {}, which security_protocol {} sets; "
-                        "remove one",
-                        key, o.security_protocol));
-      }
-    }
   }
   return absl::OkStatus();
 }
 
 // The options without the password: the relay keeps that apart (wiped when replaced).
 RelayOptions WithoutPassword(RelayOptions o) {
-  internal::WipeSecret(o.sasl_password);
+  internal::WipeSecret(o.security.sasl_password);
   return o;
 }
 
@@ -213,7 +165,8 @@ class RelayImpl final : public Relay {
         last_sequence_(std::move(last_sequence)),
         options_(WithoutPassword(options)),
         log_(internal::BridgeLogger()),
-        password_(options.sasl_password_file.empty() ? options.sasl_password : "") {}
+        password_(options.security.sasl_password_file.empty() ? options.security.sasl_password
+                                                              : "") {}
 
   ~RelayImpl() override {
     Shutdown();
@@ -397,8 +350,9 @@ absl::Status RelayImpl::Init() {
 }
 
 absl::Status RelayImpl::LoadCredentials() {
-  if (!options_.sasl_password_file.empty()) {
-    password_file_ = std::make_unique<WatchedFile>(options_.sasl_password_file, /*password=*/true);
+  if (!options_.security.sasl_password_file.empty()) {
+    password_file_ =
+        std::make_unique<WatchedFile>(options_.security.sasl_password_file, /*password=*/true);
     if (absl::Status s = password_file_->Load(); !s.ok()) {
       return absl::InvalidArgumentError(
           fmt::format("relay: SASL password file: {}", std::string(s.message())));
@@ -410,8 +364,8 @@ absl::Status RelayImpl::LoadCredentials() {
     std::lock_guard lock(secret_mu_);
     password_ = password_file_->content();
   }
-  if (!options_.ssl_ca_file.empty()) {
-    ca_file_ = std::make_unique<WatchedFile>(options_.ssl_ca_file, /*password=*/false);
+  if (!options_.security.ssl_ca_file.empty()) {
+    ca_file_ = std::make_unique<WatchedFile>(options_.security.ssl_ca_file, /*password=*/false);
     if (absl::Status s = ca_file_->Load(); !s.ok()) {
       return absl::InvalidArgumentError(
           fmt::format("relay: CA file: {}", std::string(s.message())));
@@ -504,17 +458,7 @@ std::string RelayImpl::RedactSecret(std::string_view text) const {
 }
 
 std::string RelayImpl::SecurityDescription() const {
-  if (SaslSsl(options_)) {
-    return fmt::format("sasl_ssl, {} as user '{}'{}", options_.sasl_mechanism,
-                       options_.sasl_username,
-                       options_.ssl_ca_file.empty() ? "" : ", CA " + options_.ssl_ca_file);
-  }
-  if (Tls(options_)) {
-    return options_.ssl_ca_file.empty() ? "ssl" : "ssl, CA " + options_.ssl_ca_file;
-  }
-  return options_.kafka_properties.count("security.protocol") > 0
-             ? options_.kafka_properties.at("security.protocol")
-             : "plaintext";
+  return internal::DescribeKafkaSecurity(options_.security, options_.kafka_properties);
 }
 
 absl::StatusOr<internal::ConfHandle> RelayImpl::ClientConf(bool producer) {
@@ -552,25 +496,18 @@ absl::StatusOr<internal::ConfHandle> RelayImpl::ClientConf(bool producer) {
             {"partitioner", "murmur2_random"},
         });
   }
-  if (Tls(options_)) {
-    props.emplace_back("security.protocol", options_.security_protocol);
-    if (!options_.ssl_ca_file.empty()) props.emplace_back("ssl.ca.location", options_.ssl_ca_file);
-  }
-  if (SaslSsl(options_)) {
-    props.emplace_back("sasl.mechanisms", options_.sasl_mechanism);
-    props.emplace_back("sasl.username", options_.sasl_username);
-  }
+  for (auto& kv : internal::SecurityProperties(options_.security)) props.push_back(std::move(kv));
   // Both take them (a producer-only one is only a warning for the tail check's consumer).
   for (const auto& [k, v] : options_.kafka_properties) props.emplace_back(k, v);
   for (const auto& [k, v] : props) {
     if (rd_kafka_conf_set(conf.get(), k.c_str(), v.c_str(), err, sizeof err) != RD_KAFKA_CONF_OK) {
-      const bool secret = SecretProperty(k);
+      const bool secret = internal::SecretKafkaProperty(k);
       return absl::InvalidArgumentError(
           fmt::format("relay: kafka property {}={}: {}", k, secret ? "[redacted]" : v,
                       secret ? internal::Redact(err, v) : RedactSecret(err)));
     }
   }
-  if (SaslSsl(options_)) {
+  if (options_.security.sasl()) {
     // Not under the lock in rd_kafka_new: it may log (debug=conf) through OnLog, which takes it.
     std::lock_guard lock(secret_mu_);
     if (rd_kafka_conf_set(conf.get(), "sasl.password", password_.c_str(), err, sizeof err) !=

@@ -3,10 +3,12 @@
 #include <pthread.h>
 
 #include <atomic>
+#include <chrono>
 #include <thread>
 
 #include "fmt/format.h"
 #include "kafka_handles.h"
+#include "kafka_security.h"
 #include "logging.h"
 
 namespace feed::bridge {
@@ -29,6 +31,15 @@ class KafkaShardGroupMember final : public ShardGroupMember {
     if (group.instance_id.empty()) {
       return absl::InvalidArgumentError("shard group: instance_id (the node id) is empty");
     }
+    if (absl::Status s =
+            internal::ValidateKafkaSecurity(log.security, log.kafka_properties, "shard group");
+        !s.ok()) {
+      return s;
+    }
+    auto password = internal::SaslPassword::Open(
+        log.security, std::chrono::milliseconds(log.credentials_check_ms), "shard group");
+    if (!password.ok()) return password.status();
+    password_ = std::move(*password);
     ConfHandle conf(rd_kafka_conf_new());
     std::vector<std::pair<std::string, std::string>> props = {
         {"bootstrap.servers", log.brokers},
@@ -42,15 +53,18 @@ class KafkaShardGroupMember final : public ShardGroupMember {
         {"enable.auto.commit", "false"},
         {"log.connection.close", "false"},
     };
+    for (auto& kv : internal::SecurityProperties(log.security)) props.push_back(std::move(kv));
     for (const auto& [k, v] : log.kafka_properties) props.emplace_back(k, v);
     char err[512];
     for (const auto& [k, v] : props) {
       if (rd_kafka_conf_set(conf.get(), k.c_str(), v.c_str(), err, sizeof err) !=
           RD_KAFKA_CONF_OK) {
         return absl::InvalidArgumentError(
-            fmt::format("shard group: kafka property {}: {}", k, err));
+            fmt::format("shard group: kafka property {}: {}", k,
+                        internal::SecretKafkaProperty(k) ? "[redacted]" : std::string(err)));
       }
     }
+    if (absl::Status s = password_->Configure(conf.get()); !s.ok()) return s;
     rd_kafka_conf_set_rebalance_cb(conf.get(), &OnRebalance);
     rd_kafka_conf_set_opaque(conf.get(), this);
     rk_.reset(rd_kafka_new(RD_KAFKA_CONSUMER, conf.get(), err, sizeof err));
@@ -75,6 +89,7 @@ class KafkaShardGroupMember final : public ShardGroupMember {
             msg->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
           internal::BridgeLogger()->warn("shard group: {}", rd_kafka_message_errstr(msg.get()));
         }
+        password_->Refresh(rk_.get());
       }
     });
     return absl::OkStatus();
@@ -118,6 +133,7 @@ class KafkaShardGroupMember final : public ShardGroupMember {
   }
 
   const OnChange on_change_;
+  std::unique_ptr<internal::SaslPassword> password_;  // the poller's
   ProducerHandle rk_;
   std::atomic<bool> stop_{false}, closing_{false};
   std::thread poller_;

@@ -9,6 +9,7 @@
 
 #include "fmt/format.h"
 #include "kafka_handles.h"
+#include "kafka_security.h"
 #include "logging.h"
 
 namespace feed::bridge {
@@ -33,7 +34,20 @@ void OnLog(const rd_kafka_t*, int level, const char* facility, const char* messa
   internal::BridgeLogger()->log(spd, "shard log: kafka {}: {}", facility, message);
 }
 
-absl::StatusOr<ConfHandle> ClientConf(const ShardLogOptions& options, bool producer) {
+// The password of one client, kept current from its file (Refresh on the client's thread).
+absl::StatusOr<std::unique_ptr<internal::SaslPassword>> OpenPassword(
+    const ShardLogOptions& options) {
+  if (absl::Status s =
+          internal::ValidateKafkaSecurity(options.security, options.kafka_properties, "shard log");
+      !s.ok()) {
+    return s;
+  }
+  return internal::SaslPassword::Open(
+      options.security, std::chrono::milliseconds(options.credentials_check_ms), "shard log");
+}
+
+absl::StatusOr<ConfHandle> ClientConf(const ShardLogOptions& options, bool producer,
+                                      const internal::SaslPassword& password) {
   ConfHandle conf(rd_kafka_conf_new());
   std::vector<std::pair<std::string, std::string>> props = {
       {"bootstrap.servers", options.brokers}, {"client.id", options.client_id},
@@ -58,13 +72,17 @@ absl::StatusOr<ConfHandle> ClientConf(const ShardLogOptions& options, bool produ
                                   {"fetch.wait.max.ms", "100"},
                               });
   }
+  for (auto& kv : internal::SecurityProperties(options.security)) props.push_back(std::move(kv));
   for (const auto& [k, v] : options.kafka_properties) props.emplace_back(k, v);
   char err[512];
   for (const auto& [k, v] : props) {
     if (rd_kafka_conf_set(conf.get(), k.c_str(), v.c_str(), err, sizeof err) != RD_KAFKA_CONF_OK) {
-      return absl::InvalidArgumentError(fmt::format("shard log: kafka property {}: {}", k, err));
+      return absl::InvalidArgumentError(
+          fmt::format("shard log: kafka property {}: {}", k,
+                      internal::SecretKafkaProperty(k) ? "[redacted]" : std::string(err)));
     }
   }
+  if (absl::Status s = password.Configure(conf.get()); !s.ok()) return s;
   rd_kafka_conf_set_log_cb(conf.get(), &OnLog);
   return conf;
 }
@@ -115,7 +133,10 @@ class KafkaShardLogWriter final : public ShardLogWriter {
   explicit KafkaShardLogWriter(std::string topic) : topic_(std::move(topic)) {}
 
   absl::Status Start(const ShardLogOptions& options) {
-    auto conf = ClientConf(options, /*producer=*/true);
+    auto password = OpenPassword(options);
+    if (!password.ok()) return password.status();
+    password_ = std::move(*password);
+    auto conf = ClientConf(options, /*producer=*/true, *password_);
     if (!conf.ok()) return conf.status();
     rd_kafka_conf_set_dr_msg_cb(conf->get(), &OnDelivery);
     auto rk = NewClient(std::move(*conf), RD_KAFKA_PRODUCER);
@@ -123,7 +144,10 @@ class KafkaShardLogWriter final : public ShardLogWriter {
     rk_ = std::move(*rk);
     topic_handle_.reset(rd_kafka_topic_new(rk_.get(), topic_.c_str(), nullptr));
     poller_ = std::thread([this] {
-      while (!stop_.load(std::memory_order_acquire)) rd_kafka_poll(rk_.get(), 50);
+      while (!stop_.load(std::memory_order_acquire)) {
+        rd_kafka_poll(rk_.get(), 50);
+        password_->Refresh(rk_.get());
+      }
     });
     flush_ms_ = static_cast<int>(options.append_timeout_ms);
     return absl::OkStatus();
@@ -166,6 +190,7 @@ class KafkaShardLogWriter final : public ShardLogWriter {
   }
 
   const std::string topic_;
+  std::unique_ptr<internal::SaslPassword> password_;  // the poller's
   ProducerHandle rk_;
   internal::TopicHandle topic_handle_;
   std::atomic<bool> stop_{false};
@@ -179,7 +204,10 @@ class KafkaShardLogReader final : public ShardLogReader {
 
   absl::Status Start(const ShardLogOptions& options,
                      const std::vector<std::pair<int32_t, int64_t>>& from) {
-    auto conf = ClientConf(options, /*producer=*/false);
+    auto password = OpenPassword(options);
+    if (!password.ok()) return password.status();
+    password_ = std::move(*password);
+    auto conf = ClientConf(options, /*producer=*/false, *password_);
     if (!conf.ok()) return conf.status();
     auto rk = NewClient(std::move(*conf), RD_KAFKA_CONSUMER);
     if (!rk.ok()) return rk.status();
@@ -202,6 +230,7 @@ class KafkaShardLogReader final : public ShardLogReader {
   }
 
   absl::StatusOr<std::vector<LoggedRecord>> Poll(int64_t timeout_ms, size_t max) override {
+    password_->Refresh(rk_.get());
     std::vector<LoggedRecord> records;
     const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
     while (records.size() < max) {
@@ -245,6 +274,7 @@ class KafkaShardLogReader final : public ShardLogReader {
 
  private:
   const std::string topic_;
+  std::unique_ptr<internal::SaslPassword> password_;  // Poll's
   ProducerHandle rk_;
 };
 
@@ -252,7 +282,9 @@ class KafkaShardLogReader final : public ShardLogReader {
 
 absl::Status EnsureShardLogTopic(const ShardLogOptions& options, int64_t timeout_ms) {
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
-  auto conf = ClientConf(options, /*producer=*/true);
+  auto password = OpenPassword(options);
+  if (!password.ok()) return password.status();
+  auto conf = ClientConf(options, /*producer=*/true, **password);
   if (!conf.ok()) return conf.status();
   auto rk = NewClient(std::move(*conf), RD_KAFKA_PRODUCER);
   if (!rk.ok()) return rk.status();

@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "bridge/relay.h"
+#include "bridge/shard_group.h"
+#include "bridge/shard_log.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/config.h"
@@ -84,9 +86,9 @@ class KafkaSecurityConfigTest : public ::testing::Test {
 TEST_F(KafkaSecurityConfigTest, DefaultsArePlaintextAndScramSha512) {
   auto r = Parse({});
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->config->kafka.security_protocol, "plaintext");
-  EXPECT_EQ(r->config->kafka.sasl_mechanism, "SCRAM-SHA-512");
-  EXPECT_TRUE(r->config->kafka.sasl_password.empty());
+  EXPECT_EQ(r->config->kafka.security.protocol, "plaintext");
+  EXPECT_EQ(r->config->kafka.security.sasl_mechanism, "SCRAM-SHA-512");
+  EXPECT_TRUE(r->config->kafka.security.sasl_password.empty());
   // The older way stays: any librdkafka setting through --kafka-property.
   auto p = Parse({"--kafka-property", "security.protocol=SSL"});
   ASSERT_TRUE(p.ok()) << p.status();
@@ -98,19 +100,20 @@ TEST_F(KafkaSecurityConfigTest, SaslSslWithAPasswordFile) {
                                "--kafka-sasl-mechanism", "SCRAM-SHA-256"}));
   ASSERT_TRUE(r.ok()) << r.status();
   const auto& k = r->config->kafka;
-  EXPECT_EQ(k.security_protocol, "sasl_ssl");
-  EXPECT_EQ(k.sasl_username, "feed");
-  EXPECT_EQ(k.sasl_mechanism, "SCRAM-SHA-256");
-  EXPECT_EQ(k.sasl_password_file, password_file_);
-  EXPECT_EQ(k.ssl_ca_file, ca_file_);
-  EXPECT_TRUE(k.sasl_password.empty()) << "the relay reads the file itself (and re-reads it)";
+  EXPECT_EQ(k.security.protocol, "sasl_ssl");
+  EXPECT_EQ(k.security.sasl_username, "feed");
+  EXPECT_EQ(k.security.sasl_mechanism, "SCRAM-SHA-256");
+  EXPECT_EQ(k.security.sasl_password_file, password_file_);
+  EXPECT_EQ(k.security.ssl_ca_file, ca_file_);
+  EXPECT_TRUE(k.security.sasl_password.empty())
+      << "the relay reads the file itself (and re-reads it)";
 }
 
 TEST_F(KafkaSecurityConfigTest, SaslSslWithThePasswordFromTheEnvironment) {
   setenv("FEED_KAFKA_SASL_PASSWORD", "from-env-pw", 1);
   auto r = Parse(Sasl());
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->config->kafka.sasl_password, "from-env-pw");
+  EXPECT_EQ(r->config->kafka.security.sasl_password, "from-env-pw");
   // Environment variables for the other settings work too.
   setenv("FEED_KAFKA_SECURITY_PROTOCOL", "sasl_ssl", 1);
   setenv("FEED_KAFKA_SASL_USERNAME", "env-user", 1);
@@ -118,7 +121,7 @@ TEST_F(KafkaSecurityConfigTest, SaslSslWithThePasswordFromTheEnvironment) {
   unsetenv("FEED_KAFKA_SECURITY_PROTOCOL");
   unsetenv("FEED_KAFKA_SASL_USERNAME");
   ASSERT_TRUE(e.ok()) << e.status();
-  EXPECT_EQ(e->config->kafka.sasl_username, "env-user");
+  EXPECT_EQ(e->config->kafka.security.sasl_username, "env-user");
 }
 
 TEST_F(KafkaSecurityConfigTest, ThePasswordIsNeverAFlag) {
@@ -258,9 +261,9 @@ class RelaySecurityOptionsTest : public ::testing::Test {
     store_ = std::move(*store);
     options_.brokers = "127.0.0.1:1";
     options_.create_topics = false;
-    options_.security_protocol = "sasl_ssl";
-    options_.sasl_username = "feed";
-    options_.sasl_password_file = dir_.File("password", "relay-secret-pw\n");
+    options_.security.protocol = "sasl_ssl";
+    options_.security.sasl_username = "feed";
+    options_.security.sasl_password_file = dir_.File("password", "relay-secret-pw\n");
   }
   std::string CreateError(const bridge::RelayOptions& o) {
     auto r = bridge::Relay::Create(*store_, o);
@@ -278,38 +281,78 @@ TEST_F(RelaySecurityOptionsTest, ValidatesAndNeverEchoesThePassword) {
   if (ok.ok()) ok->reset();
 
   bridge::RelayOptions o = options_;
-  o.sasl_username.clear();
+  o.security.sasl_username.clear();
   EXPECT_THAT(CreateError(o), HasSubstr("sasl_username"));
   o = options_;
-  o.sasl_password_file.clear();
+  o.security.sasl_password_file.clear();
   EXPECT_THAT(CreateError(o), HasSubstr("needs a password"));
-  o.sasl_password = "inline-secret-pw";  // the application's own (e.g. from the environment)
+  o.security.sasl_password =
+      "inline-secret-pw";  // the application's own (e.g. from the environment)
   EXPECT_EQ(CreateError(o), "(accepted)");
   o = options_;
-  o.security_protocol = "plaintext";
+  o.security.protocol = "plaintext";
   EXPECT_THAT(CreateError(o), HasSubstr("need security_protocol sasl_ssl"));
   o = options_;
-  o.sasl_mechanism = "GSSAPI";
+  o.security.sasl_mechanism = "GSSAPI";
   EXPECT_THAT(CreateError(o), HasSubstr("sasl_mechanism"));
   o = options_;
   o.kafka_properties["sasl.username"] = "other";
   EXPECT_THAT(CreateError(o), HasSubstr("kafka_properties sets sasl.username"));
   o = options_;
-  o.sasl_password_file = dir_.path() + "/missing";
+  o.security.sasl_password_file = dir_.path() + "/missing";
   EXPECT_THAT(CreateError(o), HasSubstr("SASL password file"));
   o = options_;
-  o.ssl_ca_file = dir_.path() + "/missing-ca";
+  o.security.ssl_ca_file = dir_.path() + "/missing-ca";
   EXPECT_THAT(CreateError(o), HasSubstr("CA file"));
   // A secret librdkafka refuses: the error names the property, never the value.
   o = options_;
-  o.security_protocol = "plaintext";
-  o.sasl_username.clear();
-  o.sasl_password_file.clear();
+  o.security.protocol = "plaintext";
+  o.security.sasl_username.clear();
+  o.security.sasl_password_file.clear();
   o.kafka_properties["ssl.key.password"] = "bad-secret-value";
   o.kafka_properties["no.such.password"] = "bad-secret-value";
   std::string e = CreateError(o);
   EXPECT_THAT(e, HasSubstr("no.such.password"));
   EXPECT_THAT(e, Not(HasSubstr("bad-secret-value")));
+}
+
+// The shard log's clients (cluster mode) take the same settings and refuse the same mistakes,
+// naming themselves and the field, before any connection is tried.
+TEST(ShardLogSecurityOptionsTest, RefusesWhatTheRelayRefusesNamingTheShardLog) {
+  TempDir dir;
+  bridge::ShardLogOptions o;
+  o.brokers = "127.0.0.1:1";
+  o.security.protocol = "sasl_ssl";
+  o.security.sasl_username = "feed";
+  o.security.sasl_password_file = dir.File("password", "shard-log-secret-pw\n");
+  auto writer_error = [](const bridge::ShardLogOptions& options) {
+    auto w = bridge::ShardLogWriter::Open(options);
+    return w.ok() ? "(accepted)" : std::string(w.status().message());
+  };
+  EXPECT_EQ(writer_error(o), "(accepted)");  // nothing connects until an append
+
+  bridge::ShardLogOptions bad = o;
+  bad.security.sasl_username.clear();
+  EXPECT_EQ(writer_error(bad), "shard log: security_protocol sasl_ssl needs sasl_username");
+  bad = o;
+  bad.kafka_properties["sasl.username"] = "other";
+  EXPECT_THAT(writer_error(bad), HasSubstr("shard log: kafka_properties sets sasl.username"));
+  bad = o;
+  bad.security.sasl_password_file = dir.path() + "/missing";
+  EXPECT_THAT(writer_error(bad), HasSubstr("shard log: SASL password file"));
+  bad = o;
+  bad.security.protocol = "plaintext";
+  EXPECT_THAT(writer_error(bad), HasSubstr("need security_protocol sasl_ssl"));
+
+  auto reader = bridge::ShardLogReader::Open(bad, {{0, 0}});
+  ASSERT_FALSE(reader.ok());
+  EXPECT_THAT(std::string(reader.status().message()), HasSubstr("shard log:"));
+  auto member = bridge::ShardGroupMember::Start(bad, {.group_id = "g", .instance_id = "n"},
+                                                [](const bridge::ShardAssignment&) {});
+  ASSERT_FALSE(member.ok());
+  EXPECT_THAT(std::string(member.status().message()), HasSubstr("shard group:"));
+  // The password is never in an error.
+  EXPECT_THAT(writer_error(bad), Not(HasSubstr("shard-log-secret-pw")));
 }
 
 }  // namespace

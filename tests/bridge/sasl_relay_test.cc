@@ -32,6 +32,7 @@
 #include "gtest/gtest.h"
 #include "kafka_test_util.h"
 #include "relay_testing.h"
+#include "sasl_test_util.h"
 #include "spdlog/sinks/base_sink.h"
 #include "spdlog/sinks/stdout_sinks.h"
 #include "spdlog/spdlog.h"
@@ -41,49 +42,15 @@ namespace feed::bridge {
 namespace {
 
 using namespace std::chrono_literals;
+using test::CaptureSink;
 using test::OutboxWriter;
+using test::PlaintextBrokers;
+using test::ReadFile;
+using test::SaslBrokers;
 using test::Summary;
 using test::TopicReader;
-
-int EnvPort(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' ? std::atoi(v) : fallback;
-}
-
-// Same defaults as tests/bridge/sasl_broker.sh.
-std::string PlaintextBrokers() {
-  return "127.0.0.1:" + std::to_string(EnvPort("BRIDGE_SASL_KAFKA_PORT", 19192));
-}
-std::string SaslBrokers() {
-  return "127.0.0.1:" + std::to_string(EnvPort("BRIDGE_SASL_PORT", 19194));
-}
-
-int BrokerScript(const std::string& command) {
-  std::string cmd = std::string(FEED_REPO_DIR) + "/tests/bridge/sasl_broker.sh " + command + " " +
-                    FEED_SASL_TEST_DIR + " 1>&2";
-  int rc = std::system(cmd.c_str());
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
-  return s;
-}
-
-// Replaces `path` the way a secret manager does: a new file renamed over the old one.
-void WriteFileAtomically(const std::string& path, const std::string& content) {
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << content;
-  }
-  chmod(tmp.c_str(), 0600);
-  ASSERT_EQ(std::rename(tmp.c_str(), path.c_str()), 0);
-}
-
 using test::WaitFor;
+using test::WriteFileAtomically;
 
 std::string StatsString(const RelayStats& s) {
   std::ostringstream out;
@@ -92,51 +59,16 @@ std::string StatsString(const RelayStats& s) {
   return out.str();
 }
 
-// Every line the "bridge" logger writes, at every level, formatted as the application would.
-class CaptureSink final : public spdlog::sinks::base_sink<std::mutex> {
- public:
-  std::vector<std::string> lines() {
-    std::lock_guard lock(mutex_);
-    return lines_;
-  }
-  // The first line containing every one of `parts`, or "".
-  std::string Find(const std::vector<std::string>& parts) {
-    for (const std::string& line : lines()) {
-      bool all = true;
-      for (const std::string& p : parts) all = all && line.find(p) != std::string::npos;
-      if (all) return line;
-    }
-    return "";
-  }
-
- protected:
-  void sink_it_(const spdlog::details::log_msg& msg) override {
-    spdlog::memory_buf_t buf;
-    formatter_->format(msg, buf);
-    lines_.emplace_back(buf.data(), buf.size());
-  }
-  void flush_() override {}
-
- private:
-  std::vector<std::string> lines_;  // guarded by mutex_
-};
-
 class SaslRelayTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    if (BrokerScript("status >/dev/null 2>&1") != 0) {
-      started_here_ = true;
-      broker_ok_ = BrokerScript("start") == 0;
-    } else {
-      broker_ok_ = true;
-    }
-    user_ = ReadFile(std::string(FEED_SASL_TEST_DIR) + "/sasl.user");
-    password_ = ReadFile(std::string(FEED_SASL_TEST_DIR) + "/sasl.password");
+    broker_.Start();
+    broker_ok_ = broker_.ok();
+    user_ = broker_.user();
+    password_ = broker_.password();
   }
 
-  static void TearDownTestSuite() {
-    if (started_here_) BrokerScript("stop");
-  }
+  static void TearDownTestSuite() { broker_.Stop(); }
 
   void SetUp() override {
     ASSERT_TRUE(broker_ok_) << "no SASL_SSL broker: tests/bridge/sasl_broker.sh start failed";
@@ -171,11 +103,11 @@ class SaslRelayTest : public ::testing::Test {
     secrets_ = {password_};
 
     options_ = test::TestRelayOptions(SaslBrokers(), "bridge-sasl-test");
-    options_.security_protocol = "sasl_ssl";
-    options_.sasl_mechanism = "SCRAM-SHA-512";
-    options_.sasl_username = user_;
-    options_.sasl_password_file = password_file_;
-    options_.ssl_ca_file = ca_file_;
+    options_.security.protocol = "sasl_ssl";
+    options_.security.sasl_mechanism = "SCRAM-SHA-512";
+    options_.security.sasl_username = user_;
+    options_.security.sasl_password_file = password_file_;
+    options_.security.ssl_ca_file = ca_file_;
     options_.credentials_check_ms = 200;
   }
 
@@ -233,8 +165,8 @@ class SaslRelayTest : public ::testing::Test {
     }
   }
 
+  static inline test::SaslBroker broker_;
   static inline bool broker_ok_ = false;
-  static inline bool started_here_ = false;
   static inline std::string user_;
   static inline std::string password_;
   std::string dir_;

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "bridge/kafka_security.h"
 #include "storage/store.h"
 
 namespace feed::bridge {
@@ -31,24 +32,14 @@ struct RelayOptions {
   bool create_topics = true;
   bool json_values = false;  // false: serialized events.v1.Event; true: its JSON mapping
   std::string ce_source = "urn:inventory-feed";
-  // Passed to librdkafka as is; they override the relay's defaults. With security_protocol
-  // ssl or sasl_ssl they must not set what the fields below set (security.protocol,
+  // Passed to librdkafka as is; they override the relay's defaults. With security.protocol
+  // ssl or sasl_ssl they must not set what `security` sets (security.protocol,
   // ssl.ca.location, sasl.*): Create refuses the conflict.
   std::map<std::string, std::string> kafka_properties;
 
-  // Transport security (bridge/README.md, "Security"). "plaintext": nothing is set, librdkafka's
-  // defaults and kafka_properties rule; "ssl": TLS; "sasl_ssl": TLS and a SASL login.
-  std::string security_protocol = "plaintext";
-  // PEM file of the CAs that sign the brokers' certificates (ssl.ca.location); empty: the
-  // system's. Re-read when it changes on disk (the producer is replaced).
-  std::string ssl_ca_file;
-  std::string sasl_mechanism = "SCRAM-SHA-512";  // SCRAM-SHA-512, SCRAM-SHA-256 or PLAIN
-  std::string sasl_username;
-  // The password is the content of this file without its trailing newline; the relay re-reads
-  // it when it changes on disk and reconnects with it. Without a file, sasl_password (e.g.
-  // taken from the environment by the application). Neither is ever logged.
-  std::string sasl_password_file;
-  std::string sasl_password;
+  // Transport security (bridge/README.md, "Security"). The relay re-reads the password file
+  // and the CA file when they change on disk and replaces its producer to use them.
+  KafkaSecurity security;
   // How often the relay looks at sasl_password_file and ssl_ca_file for changes.
   int64_t credentials_check_ms = 1000;
   // Records produced but not yet acknowledged, at most.

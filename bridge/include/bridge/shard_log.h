@@ -15,6 +15,7 @@
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
+#include "bridge/kafka_security.h"
 
 namespace feed::bridge {
 
@@ -30,8 +31,14 @@ struct ShardLogOptions {
   // A record the brokers have not acknowledged by then fails (the acknowledgement point
   // then fails its batch: crash-only, never an answer that could be wrong).
   int64_t append_timeout_ms = 10000;
-  // librdkafka properties for both clients (security.protocol, sasl.*, ssl.*, ...).
+  // librdkafka properties for every client (producer, readers, group member), after
+  // `security`'s; with TLS they must not set what `security` sets.
   std::map<std::string, std::string> kafka_properties;
+  // Transport security of every client. The SASL password file is looked at every
+  // credentials_check_ms and a new password is used from each client's next connection; a
+  // changed CA file is read when the node restarts.
+  KafkaSecurity security;
+  int64_t credentials_check_ms = 1000;
 };
 
 // Creates the topic when it is missing (unclean leader election off, records kept for good,

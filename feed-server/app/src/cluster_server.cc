@@ -128,7 +128,11 @@ class ClusterServer::Impl {
     options.log.min_insync_replicas = c.min_insync_replicas;
     options.log.append_timeout_ms = c.log_timeout_ms;
     options.log.client_id = "feed-" + c.node_id;
+    // One set of Kafka security flags for the shard log and the relays (the same brokers
+    // unless --cluster-brokers says otherwise).
     options.log.kafka_properties = config_.kafka.kafka_properties;
+    options.log.security = config_.kafka.security;
+    options.log.credentials_check_ms = config_.kafka.credentials_check_ms;
     options.group_id = c.group;
     options.session_timeout_ms = c.session_timeout_ms;
     options.log_timeout_ms = c.log_timeout_ms;
@@ -191,9 +195,10 @@ class ClusterServer::Impl {
       metrics_endpoint_ = std::move(*endpoint);
     }
     ServerLog()->info(
-        "listening on {}{} as cluster node {} (advertised {}; {} shards on {} at {}, group {}){}{}",
+        "listening on {}{} as cluster node {} (advertised {}; {} shards on {} at {} over {}, group "
+        "{}){}{}",
         address_, config_.tls.enabled() ? " with TLS" : "", c.node_id, c.advertise, c.shards,
-        c.topic, c.brokers, c.group,
+        c.topic, c.brokers, config_.kafka.security.protocol, c.group,
         gateway_ ? fmt::format(", HTTP on {}{}", config_.tls.enabled() ? "https://" : "http://",
                                gateway_->address())
                  : "",

@@ -69,11 +69,18 @@ void WarnAboutExposure(const ServerConfig& c) {
       }
     }
   }
-  if (!c.kafka.brokers.empty() && c.kafka.security_protocol == "plaintext" &&
-      !c.kafka.kafka_properties.count("security.protocol") && !IsLoopback(c.kafka.brokers)) {
+  const bool kafka_plaintext = c.kafka.security.protocol == "plaintext" &&
+                               !c.kafka.kafka_properties.count("security.protocol");
+  if (!c.kafka.brokers.empty() && kafka_plaintext && !IsLoopback(c.kafka.brokers)) {
     ServerLog()->warn(
         "events go to Kafka at {} in plaintext (set --kafka-security-protocol sasl_ssl)",
         c.kafka.brokers);
+  }
+  if (c.cluster.shards > 0 && kafka_plaintext && !IsLoopback(c.cluster.brokers)) {
+    ServerLog()->warn(
+        "the shard log at {} carries every change in plaintext (set --kafka-security-protocol "
+        "sasl_ssl)",
+        c.cluster.brokers);
   }
   if (!c.metrics_listen.empty() && c.metrics_basic_auth_file.empty() &&
       !IsLoopback(c.metrics_listen)) {

@@ -288,23 +288,24 @@ absl::StatusOr<ParseResult> ParseServerConfig(int argc, char** argv) {
   // Kafka transport security (bridge/README.md, "Security"). The SASL password comes only
   // from a file (re-read when it changes) or FEED_KAFKA_SASL_PASSWORD, never from a flag: a
   // command-line value shows in ps. Combinations are checked after parsing (kafka_security).
-  env(app.add_option("--kafka-security-protocol", k.security_protocol,
+  env(app.add_option("--kafka-security-protocol", k.security.protocol,
                      "plaintext, ssl (TLS) or sasl_ssl (TLS and a SASL login)")
           ->check(CLI::IsMember({"plaintext", "ssl", "sasl_ssl"})),
       "FEED_KAFKA_SECURITY_PROTOCOL");
-  env(app.add_option("--kafka-ca-file", k.ssl_ca_file,
+  env(app.add_option("--kafka-ca-file", k.security.ssl_ca_file,
                      "PEM CA certificates of the brokers (default: the system's); re-read when "
                      "it changes")
           ->check(CLI::ExistingFile),
       "FEED_KAFKA_CA_FILE");
   CLI::Option* kafka_sasl_mechanism =
-      env(app.add_option("--kafka-sasl-mechanism", k.sasl_mechanism,
+      env(app.add_option("--kafka-sasl-mechanism", k.security.sasl_mechanism,
                          "SCRAM-SHA-512, SCRAM-SHA-256 or PLAIN")
               ->check(CLI::IsMember({"SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"})),
           "FEED_KAFKA_SASL_MECHANISM");
-  env(app.add_option("--kafka-sasl-username", k.sasl_username, "SASL user (with sasl_ssl)"),
+  env(app.add_option("--kafka-sasl-username", k.security.sasl_username,
+                     "SASL user (with sasl_ssl)"),
       "FEED_KAFKA_SASL_USERNAME");
-  env(app.add_option("--kafka-sasl-password-file", k.sasl_password_file,
+  env(app.add_option("--kafka-sasl-password-file", k.security.sasl_password_file,
                      "file holding the SASL password (trailing newline ignored), re-read when "
                      "it changes; or set FEED_KAFKA_SASL_PASSWORD")
           ->check(CLI::ExistingFile),
@@ -316,8 +317,8 @@ absl::StatusOr<ParseResult> ParseServerConfig(int argc, char** argv) {
     auto bad = [](std::string m) { return absl::InvalidArgumentError(std::move(m)); };
     const char* env_password = std::getenv("FEED_KAFKA_SASL_PASSWORD");
     const bool has_env_password = env_password != nullptr && *env_password != '\0';
-    const bool sasl = k.security_protocol == "sasl_ssl";
-    const bool tls = sasl || k.security_protocol == "ssl";
+    const bool sasl = k.security.protocol == "sasl_ssl";
+    const bool tls = sasl || k.security.protocol == "ssl";
     if (kafka_password_option->count() > 0) {
       std::fill(kafka_password_flag.begin(), kafka_password_flag.end(), '\0');
       return bad(
@@ -329,7 +330,7 @@ absl::StatusOr<ParseResult> ParseServerConfig(int argc, char** argv) {
           "--kafka-property sasl.password: a password on the command line shows in ps; use "
           "--kafka-sasl-password-file PATH or the environment variable FEED_KAFKA_SASL_PASSWORD");
     }
-    if (!tls && !k.ssl_ca_file.empty()) {
+    if (!tls && !k.security.ssl_ca_file.empty()) {
       return bad("--kafka-ca-file needs --kafka-security-protocol ssl or sasl_ssl");
     }
     if (tls) {
@@ -338,15 +339,15 @@ absl::StatusOr<ParseResult> ParseServerConfig(int argc, char** argv) {
         if (k.kafka_properties.count(key) > 0) {
           return bad(fmt::format(
               "--kafka-property {} conflicts with --kafka-security-protocol {} (which sets it)",
-              key, k.security_protocol));
+              key, k.security.protocol));
         }
       }
     }
     if (!sasl) {
-      if (!k.sasl_username.empty()) {
+      if (!k.security.sasl_username.empty()) {
         return bad("--kafka-sasl-username needs --kafka-security-protocol sasl_ssl");
       }
-      if (!k.sasl_password_file.empty()) {
+      if (!k.security.sasl_password_file.empty()) {
         return bad("--kafka-sasl-password-file needs --kafka-security-protocol sasl_ssl");
       }
       if (kafka_sasl_mechanism->count() > 0) {
@@ -357,22 +358,22 @@ absl::StatusOr<ParseResult> ParseServerConfig(int argc, char** argv) {
       }
       return absl::OkStatus();
     }
-    if (k.sasl_username.empty()) {
+    if (k.security.sasl_username.empty()) {
       return bad("--kafka-security-protocol sasl_ssl needs --kafka-sasl-username");
     }
-    if (k.sasl_password_file.empty() && !has_env_password) {
+    if (k.security.sasl_password_file.empty() && !has_env_password) {
       return bad(
           "--kafka-security-protocol sasl_ssl needs a password: --kafka-sasl-password-file PATH "
           "or the environment variable FEED_KAFKA_SASL_PASSWORD");
     }
-    if (!k.sasl_password_file.empty() && has_env_password) {
+    if (!k.security.sasl_password_file.empty() && has_env_password) {
       return bad("--kafka-sasl-password-file and FEED_KAFKA_SASL_PASSWORD are both set; use one");
     }
     if (has_env_password) {
-      k.sasl_password = env_password;
+      k.security.sasl_password = env_password;
       return absl::OkStatus();
     }
-    std::ifstream in(k.sasl_password_file, std::ios::binary);
+    std::ifstream in(k.security.sasl_password_file, std::ios::binary);
     std::string password((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     const bool readable = in.good() || in.eof();
     while (!password.empty() && (password.back() == '\n' || password.back() == '\r')) {
@@ -381,11 +382,12 @@ absl::StatusOr<ParseResult> ParseServerConfig(int argc, char** argv) {
     const bool empty = password.empty();
     std::fill(password.begin(), password.end(), '\0');
     if (!readable) {
-      return bad(
-          fmt::format("--kafka-sasl-password-file {}: cannot read it", k.sasl_password_file));
+      return bad(fmt::format("--kafka-sasl-password-file {}: cannot read it",
+                             k.security.sasl_password_file));
     }
     if (empty)
-      return bad(fmt::format("--kafka-sasl-password-file {}: empty", k.sasl_password_file));
+      return bad(
+          fmt::format("--kafka-sasl-password-file {}: empty", k.security.sasl_password_file));
     return absl::OkStatus();
   };
 
