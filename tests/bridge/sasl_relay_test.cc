@@ -85,16 +85,7 @@ class SaslRelayTest : public ::testing::Test {
     store_ = std::move(*store);
     writer_ = std::make_unique<OutboxWriter>(*store_);
 
-    // The relay's logger: captured at every level (librdkafka's debug lines included), and
-    // info and above on stderr for the test log.
-    capture_ = std::make_shared<CaptureSink>();
-    auto err = std::make_shared<spdlog::sinks::stderr_sink_mt>();
-    err->set_level(spdlog::level::info);
-    spdlog::drop("bridge");
-    auto logger =
-        std::make_shared<spdlog::logger>("bridge", spdlog::sinks_init_list{capture_, err});
-    logger->set_level(spdlog::level::trace);
-    spdlog::register_logger(logger);
+    capture_ = test::CaptureBridgeLog();
 
     password_file_ = dir_ + "/kafka.password";
     WriteFileAtomically(password_file_, password_ + "\n");
@@ -115,15 +106,7 @@ class SaslRelayTest : public ::testing::Test {
     relay_.reset();
     EXPECT_EQ(testing::LiveDeliveries(), 0) << "delivery opaques leaked";
     // (c) No password, right or wrong, in anything the relay logged.
-    if (capture_ != nullptr) {
-      std::vector<std::string> lines = capture_->lines();
-      for (const std::string& secret : secrets_) {
-        for (const std::string& line : lines) {
-          EXPECT_EQ(line.find(secret), std::string::npos) << "the password was logged: " << line;
-        }
-      }
-      std::printf("%zu lines logged by the relay, none with a password\n", lines.size());
-    }
+    if (capture_ != nullptr) test::ExpectNoSecretLogged(*capture_, secrets_);
     spdlog::drop("bridge");
     if (broker_ok_ && !options_.stock_topic.empty()) {
       test::DeleteTopics(PlaintextBrokers(), test::TopicsOf(options_));

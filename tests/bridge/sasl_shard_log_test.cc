@@ -51,14 +51,7 @@ class SaslShardLogTest : public ::testing::Test {
     WriteFileAtomically(password_file_, broker_.password() + "\n");
     secrets_ = {broker_.password()};
 
-    capture_ = std::make_shared<CaptureSink>();
-    auto err = std::make_shared<spdlog::sinks::stderr_sink_mt>();
-    err->set_level(spdlog::level::info);
-    spdlog::drop("bridge");
-    auto logger =
-        std::make_shared<spdlog::logger>("bridge", spdlog::sinks_init_list{capture_, err});
-    logger->set_level(spdlog::level::trace);
-    spdlog::register_logger(logger);
+    capture_ = test::CaptureBridgeLog();
 
     options_.brokers = test::SaslBrokers();
     options_.topic = test::UniqueName("sasl-shard-log");
@@ -72,15 +65,7 @@ class SaslShardLogTest : public ::testing::Test {
   }
 
   void TearDown() override {
-    if (capture_ != nullptr) {
-      const std::vector<std::string> lines = capture_->lines();
-      for (const std::string& secret : secrets_) {
-        for (const std::string& line : lines) {
-          EXPECT_EQ(line.find(secret), std::string::npos) << "the password was logged: " << line;
-        }
-      }
-      std::printf("%zu lines logged by the bridge, none with a password\n", lines.size());
-    }
+    if (capture_ != nullptr) test::ExpectNoSecretLogged(*capture_, secrets_);
     spdlog::drop("bridge");
     if (broker_.ok()) test::DeleteTopics(test::PlaintextBrokers(), {options_.topic});
     if (!dir_.empty()) std::filesystem::remove_all(dir_);

@@ -11,12 +11,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "spdlog/sinks/base_sink.h"
+#include "spdlog/sinks/stdout_sinks.h"
+#include "spdlog/spdlog.h"
 
 namespace feed::bridge::test {
 
@@ -86,6 +89,31 @@ class CaptureSink final : public spdlog::sinks::base_sink<std::mutex> {
  private:
   std::vector<std::string> lines_;  // guarded by mutex_
 };
+
+// Replaces the "bridge" logger with one that keeps every line at every level (librdkafka's
+// debug lines included) in the returned sink, and prints info and above on stderr for the
+// test log. spdlog::drop("bridge") in TearDown ends it.
+inline std::shared_ptr<CaptureSink> CaptureBridgeLog() {
+  auto capture = std::make_shared<CaptureSink>();
+  auto err = std::make_shared<spdlog::sinks::stderr_sink_mt>();
+  err->set_level(spdlog::level::info);
+  spdlog::drop("bridge");
+  auto logger = std::make_shared<spdlog::logger>("bridge", spdlog::sinks_init_list{capture, err});
+  logger->set_level(spdlog::level::trace);
+  spdlog::register_logger(logger);
+  return capture;
+}
+
+// Fails the test for every captured line that holds one of `secrets`.
+inline void ExpectNoSecretLogged(CaptureSink& capture, const std::vector<std::string>& secrets) {
+  const std::vector<std::string> lines = capture.lines();
+  for (const std::string& secret : secrets) {
+    for (const std::string& line : lines) {
+      EXPECT_EQ(line.find(secret), std::string::npos) << "the password was logged: " << line;
+    }
+  }
+  std::printf("%zu lines logged by the bridge, none with a password\n", lines.size());
+}
 
 // The broker for one suite: started in SetUpTestSuite when it is not running (a test binary
 // run alone), stopped in TearDownTestSuite only if it was started there.
