@@ -87,6 +87,24 @@ bool SecretKafkaProperty(std::string_view key) {
          key == "sasl.oauthbearer.config";
 }
 
+absl::Status ConfigureClient(rd_kafka_conf_s* conf,
+                             std::vector<std::pair<std::string, std::string>> props,
+                             const KafkaSecurity& security,
+                             const std::map<std::string, std::string>& kafka_properties,
+                             const SaslPassword& password, std::string_view who) {
+  for (auto& kv : SecurityProperties(security)) props.push_back(std::move(kv));
+  for (const auto& [k, v] : kafka_properties) props.emplace_back(k, v);
+  char err[512];
+  for (const auto& [k, v] : props) {
+    if (rd_kafka_conf_set(conf, k.c_str(), v.c_str(), err, sizeof err) != RD_KAFKA_CONF_OK) {
+      return absl::InvalidArgumentError(
+          fmt::format("{}: kafka property {}: {}", who, k,
+                      SecretKafkaProperty(k) ? "[redacted]" : std::string(err)));
+    }
+  }
+  return password.Configure(conf);
+}
+
 SaslPassword::SaslPassword(const KafkaSecurity& security, std::chrono::milliseconds check_interval,
                            std::string who)
     : username_(security.sasl_username),
@@ -97,7 +115,9 @@ SaslPassword::SaslPassword(const KafkaSecurity& security, std::chrono::milliseco
 SaslPassword::~SaslPassword() { WipeSecret(password_); }
 
 absl::StatusOr<std::unique_ptr<SaslPassword>> SaslPassword::Open(
-    const KafkaSecurity& security, std::chrono::milliseconds check_interval, std::string_view who) {
+    const KafkaSecurity& security, const std::map<std::string, std::string>& kafka_properties,
+    std::chrono::milliseconds check_interval, std::string_view who) {
+  if (absl::Status s = ValidateKafkaSecurity(security, kafka_properties, who); !s.ok()) return s;
   std::unique_ptr<SaslPassword> p(new SaslPassword(security, check_interval, std::string(who)));
   if (!security.sasl()) return p;
   if (security.sasl_password_file.empty()) {

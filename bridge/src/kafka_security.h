@@ -39,15 +39,27 @@ std::string DescribeKafkaSecurity(const KafkaSecurity& security,
 // librdkafka settings whose values are secrets: never in an error message.
 bool SecretKafkaProperty(std::string_view key);
 
+class SaslPassword;
+
+// Sets `props` (the client's defaults), then `security`'s properties, then `kafka_properties`
+// (which override the defaults) and the password on `conf`. INVALID_ARGUMENT naming `who` and
+// the property librdkafka refused, never a secret's value.
+absl::Status ConfigureClient(rd_kafka_conf_s* conf,
+                             std::vector<std::pair<std::string, std::string>> props,
+                             const KafkaSecurity& security,
+                             const std::map<std::string, std::string>& kafka_properties,
+                             const SaslPassword& password, std::string_view who);
+
 // The SASL password of long-lived clients that cannot be replaced on a change (the shard log's):
 // read at Open, then looked at every `check_interval` by Refresh, which hands a changed password
 // to a client with rd_kafka_sasl_set_credentials (used from its next connection). Without
 // sasl_ssl it holds nothing and does nothing. Not thread-safe: one per client thread.
 class SaslPassword {
  public:
+  // Validates `security` with `kafka_properties` (ValidateKafkaSecurity) and reads the password.
   static absl::StatusOr<std::unique_ptr<SaslPassword>> Open(
-      const KafkaSecurity& security, std::chrono::milliseconds check_interval,
-      std::string_view who);
+      const KafkaSecurity& security, const std::map<std::string, std::string>& kafka_properties,
+      std::chrono::milliseconds check_interval, std::string_view who);
   ~SaslPassword();
 
   // Sets sasl.password on a configuration being built.

@@ -31,13 +31,9 @@ class KafkaShardGroupMember final : public ShardGroupMember {
     if (group.instance_id.empty()) {
       return absl::InvalidArgumentError("shard group: instance_id (the node id) is empty");
     }
-    if (absl::Status s =
-            internal::ValidateKafkaSecurity(log.security, log.kafka_properties, "shard group");
-        !s.ok()) {
-      return s;
-    }
     auto password = internal::SaslPassword::Open(
-        log.security, std::chrono::milliseconds(log.credentials_check_ms), "shard group");
+        log.security, log.kafka_properties, std::chrono::milliseconds(log.credentials_check_ms),
+        "shard group");
     if (!password.ok()) return password.status();
     password_ = std::move(*password);
     ConfHandle conf(rd_kafka_conf_new());
@@ -53,18 +49,12 @@ class KafkaShardGroupMember final : public ShardGroupMember {
         {"enable.auto.commit", "false"},
         {"log.connection.close", "false"},
     };
-    for (auto& kv : internal::SecurityProperties(log.security)) props.push_back(std::move(kv));
-    for (const auto& [k, v] : log.kafka_properties) props.emplace_back(k, v);
-    char err[512];
-    for (const auto& [k, v] : props) {
-      if (rd_kafka_conf_set(conf.get(), k.c_str(), v.c_str(), err, sizeof err) !=
-          RD_KAFKA_CONF_OK) {
-        return absl::InvalidArgumentError(
-            fmt::format("shard group: kafka property {}: {}", k,
-                        internal::SecretKafkaProperty(k) ? "[redacted]" : std::string(err)));
-      }
+    if (absl::Status s = internal::ConfigureClient(conf.get(), std::move(props), log.security,
+                                                   log.kafka_properties, *password_, "shard group");
+        !s.ok()) {
+      return s;
     }
-    if (absl::Status s = password_->Configure(conf.get()); !s.ok()) return s;
+    char err[512];
     rd_kafka_conf_set_rebalance_cb(conf.get(), &OnRebalance);
     rd_kafka_conf_set_opaque(conf.get(), this);
     rk_.reset(rd_kafka_new(RD_KAFKA_CONSUMER, conf.get(), err, sizeof err));

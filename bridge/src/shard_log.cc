@@ -37,13 +37,9 @@ void OnLog(const rd_kafka_t*, int level, const char* facility, const char* messa
 // The password of one client, kept current from its file (Refresh on the client's thread).
 absl::StatusOr<std::unique_ptr<internal::SaslPassword>> OpenPassword(
     const ShardLogOptions& options) {
-  if (absl::Status s =
-          internal::ValidateKafkaSecurity(options.security, options.kafka_properties, "shard log");
-      !s.ok()) {
-    return s;
-  }
-  return internal::SaslPassword::Open(
-      options.security, std::chrono::milliseconds(options.credentials_check_ms), "shard log");
+  return internal::SaslPassword::Open(options.security, options.kafka_properties,
+                                      std::chrono::milliseconds(options.credentials_check_ms),
+                                      "shard log");
 }
 
 absl::StatusOr<ConfHandle> ClientConf(const ShardLogOptions& options, bool producer,
@@ -72,17 +68,11 @@ absl::StatusOr<ConfHandle> ClientConf(const ShardLogOptions& options, bool produ
                                   {"fetch.wait.max.ms", "100"},
                               });
   }
-  for (auto& kv : internal::SecurityProperties(options.security)) props.push_back(std::move(kv));
-  for (const auto& [k, v] : options.kafka_properties) props.emplace_back(k, v);
-  char err[512];
-  for (const auto& [k, v] : props) {
-    if (rd_kafka_conf_set(conf.get(), k.c_str(), v.c_str(), err, sizeof err) != RD_KAFKA_CONF_OK) {
-      return absl::InvalidArgumentError(
-          fmt::format("shard log: kafka property {}: {}", k,
-                      internal::SecretKafkaProperty(k) ? "[redacted]" : std::string(err)));
-    }
+  if (absl::Status s = internal::ConfigureClient(conf.get(), std::move(props), options.security,
+                                                 options.kafka_properties, password, "shard log");
+      !s.ok()) {
+    return s;
   }
-  if (absl::Status s = password.Configure(conf.get()); !s.ok()) return s;
   rd_kafka_conf_set_log_cb(conf.get(), &OnLog);
   return conf;
 }
