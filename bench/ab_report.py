@@ -13,6 +13,8 @@ def figures(d):
         "server cores": d.get("server_cpu_cores", 0.0),
         "RSS after MB": d.get("rss_after_kb", 0) / 1024,
     }
+    if "store_ops_per_pair" in d:
+        out["store ops per pair"] = d["store_ops_per_pair"]
     if "watch" in d:
         w = d["watch"]
         out["updates/s"] = w["changes_per_s"]
@@ -35,7 +37,8 @@ def main():
     for k, old in medians["old"].items():
         new = medians["new"][k]
         ratio = f"{new / old:.2f}" if old else "-"
-        print(f"| {k} | {old:.1f} | {new:.1f} | {ratio} |")
+        digits = 2 if k == "store ops per pair" else 1
+        print(f"| {k} | {old:.{digits}f} | {new:.{digits}f} | {ratio} |")
 
 
 if __name__ == "__main__":

@@ -40,6 +40,9 @@ struct Unit {
 
   std::string adjust_key() const { return "a-" + std::to_string(index); }
   std::string reserve_key() const { return "r-" + std::to_string(index); }
+  // Every other Reserve names its id; the others take the one their key derives (the
+  // core's idempotency.h), read from the answer, so both ways of keeping a key are crashed.
+  bool names_its_id() const { return index % 2 == 0; }
   std::string reservation_id() const { return "r-" + std::to_string(index); }
   std::string commit_key() const { return "c-" + std::to_string(index); }
   std::string release_key() const { return "l-" + std::to_string(index); }

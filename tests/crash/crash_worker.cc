@@ -79,17 +79,20 @@ void RunUnit(InventoryCore& core, uint64_t seed, uint64_t i) {
     line->set_sku(SkuName(l.sku));
     line->set_quantity(l.quantity);
   }
-  r.set_reservation_id(u.reservation_id());
+  if (u.names_its_id()) r.set_reservation_id(u.reservation_id());
   r.set_idempotency_key(u.reserve_key());
-  Check(u.reserve_key(), CallSync(core, &InventoryCore::Reserve, r));
+  auto reserved = CallSync(core, &InventoryCore::Reserve, r);
+  Check(u.reserve_key(), reserved);
+  // A retry after a crash gets the first answer again, so the same id.
+  const std::string id = reserved->reservation().reservation_id();
   if (u.then == Then::kCommit) {
     inv::CommitRequest c;
-    c.set_reservation_id(u.reservation_id());
+    c.set_reservation_id(id);
     c.set_idempotency_key(u.commit_key());
     Check(u.commit_key(), CallSync(core, &InventoryCore::Commit, c));
   } else if (u.then == Then::kRelease) {
     inv::ReleaseRequest l;
-    l.set_reservation_id(u.reservation_id());
+    l.set_reservation_id(id);
     l.set_reason("crash test release");
     l.set_idempotency_key(u.release_key());
     Check(u.release_key(), CallSync(core, &InventoryCore::Release, l));

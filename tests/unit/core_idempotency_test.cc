@@ -134,9 +134,10 @@ TEST_F(CoreTest, FailedCommandCanBeRetriedWithTheSameKey) {
   EXPECT_EQ(Level("sku-a").reserved(), 5);
 
   // The stored record (in the table once checkpointed) says which method and request it
-  // belongs to.
+  // belongs to. (A Reserve keeps its key in its reservation: core_reservation_key_test.cc.)
+  ASSERT_OK(Adjust("sku-a", 5, inv::ADJUST_MODE_DELTA, "k-2"));
   ASSERT_OK(core_->Checkpoint());
-  auto stored = store_.Get(Table::kIdempotency, "k-1");
+  auto stored = store_.Get(Table::kIdempotency, "k-2");
   ASSERT_TRUE(stored.ok() && stored->has_value());
   int64_t created = 0;
   std::string_view payload;
@@ -144,7 +145,7 @@ TEST_F(CoreTest, FailedCommandCanBeRetriedWithTheSameKey) {
   EXPECT_EQ(created, kStart);
   internal::v1::IdempotencyRecord record;
   ASSERT_TRUE(record.ParseFromArray(payload.data(), static_cast<int>(payload.size())));
-  EXPECT_EQ(record.method(), "inventory.v1.Reserve");
+  EXPECT_EQ(record.method(), "inventory.v1.AdjustStock");
   EXPECT_EQ(record.created_at_ms(), kStart);
 }
 

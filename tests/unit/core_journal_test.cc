@@ -121,12 +121,12 @@ TEST_F(JournalTest, OneJournalEntryPerBatchAndTheTablesFollowAtCheckpoints) {
   // Reads see the overlay.
   EXPECT_EQ(Level("sku-a").reserved(), 2);
   ASSERT_OK(core_->GetReservation(r->reservation().reservation_id()));
-  EXPECT_EQ(core_->stats().overlay_records, 3u);  // level, hold, idempotency record
+  EXPECT_EQ(core_->stats().overlay_records, 2u);  // level, hold (which keeps the key's record)
 
   ASSERT_OK(core_->Checkpoint());
   EXPECT_EQ(store_.Size(Table::kStock), 1u);
   EXPECT_EQ(store_.Size(Table::kHolds), 1u);
-  EXPECT_EQ(store_.Size(Table::kIdempotency), 1u);
+  EXPECT_EQ(store_.Size(Table::kIdempotency), 0u);
   EXPECT_EQ(core_->stats().overlay_records, 0u);
   EXPECT_EQ(core_->stats().checkpoint_sequence, 2u);
   auto seq = store_.Get(Table::kMeta, storage::meta_keys::kCheckpointSequence);
@@ -290,10 +290,11 @@ TEST_F(JournalTest, AReservationMadeAndCommittedWritesAboutThreeRecords) {
   const double ops =
       static_cast<double>((after.puts - before.puts) + (after.deletes - before.deletes)) / kPairs;
   // One journal entry per command (these calls come one at a time: no batching), and at the
-  // checkpoint the closed reservation and the two idempotency records; the level once, the
-  // hold never (opened and closed between two checkpoints).
-  EXPECT_LE(ops, 5.1);
-  EXPECT_GE(ops, 5.0);
+  // checkpoint the closed reservation (which keeps the Reserve's key) and the Commit's
+  // idempotency record; the level once, the hold never (opened and closed between two
+  // checkpoints).
+  EXPECT_LE(ops, 4.1);
+  EXPECT_GE(ops, 4.0);
   EXPECT_EQ(after.deletes - before.deletes, 0u);
 }
 
@@ -319,7 +320,27 @@ TEST_F(JournalTest, AStoreOfANewerFormatIsRefused) {
               storage::EncodeSequence(storage::kFormatVersion + 1));
   auto reopened = InventoryCore::Open(store_, clock_, options_);
   EXPECT_TRUE(IsError(reopened, absl::StatusCode::kFailedPrecondition,
-                      "written by data format 3, newer than this server's format 2"));
+                      "written by data format 4, newer than this server's format 3"));
+}
+
+TEST_F(JournalTest, AFormat2StoreIsReadAsItIsAndMarkedFormat3) {
+  ASSERT_OK(Adjust("sku-a", 10));
+  // Format 2 kept every key in the idempotency table, as a Reserve naming its id still does.
+  auto held = Reserve({{"sku-a", 2}}, "hold-1", "k-1");
+  ASSERT_OK(held);
+  EXPECT_EQ(StoreSize(Table::kIdempotency), 1u);
+  ASSERT_OK(core_->Checkpoint());
+  core_.reset();
+  StoreRecord(Table::kMeta, storage::meta_keys::kFormatVersion, storage::EncodeSequence(2));
+  OpenCore();
+  auto format = store_.Get(Table::kMeta, storage::meta_keys::kFormatVersion);
+  ASSERT_TRUE(format.ok() && format->has_value());
+  EXPECT_EQ(storage::DecodeSequence(**format), 3u);
+  EXPECT_EQ(Level("sku-a").reserved(), 2);
+  auto retry = Reserve({{"sku-a", 2}}, "hold-1", "k-1");
+  ASSERT_OK(retry);
+  EXPECT_TRUE(retry->replayed());
+  EXPECT_EQ(retry->reservation().reservation_id(), "hold-1");
 }
 
 TEST_F(JournalTest, ANewStoreRecordsItsFormat) {

@@ -76,7 +76,12 @@ struct Batch {
   absl::flat_hash_set<std::string> dirty_orders;
   // Idempotency keys recorded by this batch: the index of the record's put in `mutations`.
   absl::flat_hash_map<std::string, uint32_t> idempotency;
-  absl::flat_hash_map<std::string, inventory::v1::Reservation> closed;
+  // Reservations closed by this batch, with the key record each hold carried (records.h).
+  struct Closed {
+    inventory::v1::Reservation reservation;
+    std::string key_record;
+  };
+  absl::flat_hash_map<std::string, Closed> closed;
   int64_t now_ms = 0;
   // The actor of the command being applied (CallContext::actor): set on each event it writes.
   std::string_view actor;

@@ -49,7 +49,12 @@ absl::Status WriterState::DoReserve(inventory::v1::ReserveRequest& r, Batch& b,
   if (auto s = CheckQuantities(lines); !s.ok()) return s;
   if (auto s = CheckAvailable(lines, "lines"); !s.ok()) return s;
   std::string id = r.reservation_id();
-  if (id.empty()) {
+  // A keyed Reserve takes the id its key derives when that is free: the reservation then
+  // keeps the key's record, and no separate one is written (idempotency.h).
+  const bool keyed_id = id.empty() && keyed_.key != nullptr && keyed_.derived_id_free;
+  if (keyed_id) {
+    id = std::move(keyed_.derived_id);
+  } else if (id.empty()) {
     // Unique by construction: client ids may not use the "rsv-" prefix (validation.cc).
     id = SequencedId(ReservationIdPrefix(), next_sequence_);
   } else if (auto s = CheckReservationIdFree(b, id); !s.ok()) {
@@ -60,6 +65,8 @@ absl::Status WriterState::DoReserve(inventory::v1::ReserveRequest& r, Batch& b,
   if (!hold.ok()) return hold.status();
   FillReservation(**hold, out.mutable_reservation());
   out.set_sequence(next_sequence_ - 1);
+  if (keyed_id) RecordKeyInHold(b, **hold, out);
+  PutHold(b, **hold);
   return absl::OkStatus();
 }
 
@@ -117,6 +124,7 @@ absl::Status WriterState::DoCreateOrder(order::v1::CreateOrderRequest& r, Batch&
       HoldLines(b, lines, std::move(reservation_id), order_id, r.hold_ttl_ms(), true, nullptr);
   if (!placed.ok()) return placed.status();
   const OpenHold& hold = **placed;
+  PutHold(b, hold);
   Order& order = b.orders[order_id];
   order.set_order_id(order_id);
   order.set_customer_id(r.customer_id());

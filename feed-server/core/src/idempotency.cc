@@ -55,7 +55,7 @@ absl::StatusOr<std::optional<internal::v1::IdempotencyRecord>> WriterState::Find
   if (overlaid == nullptr) {
     stored = overlay_.Get(storage::Table::kIdempotency, key);
     if (!stored.ok()) return stored.status();
-    if (!stored->has_value()) return std::optional<internal::v1::IdempotencyRecord>();
+    if (!stored->has_value()) return FindKeyInReservation(b, key);
     value = **stored;
   }
   int64_t created_at_ms = 0;
@@ -66,9 +66,71 @@ absl::StatusOr<std::optional<internal::v1::IdempotencyRecord>> WriterState::Find
     return absl::DataLossError(fmt::format("idempotency record for key '{}' is corrupt", key));
   }
   if (b.now_ms - created_at_ms > options_.idempotency_retention_ms) {
-    return std::optional<internal::v1::IdempotencyRecord>();  // expired: the key is free again
+    return FindKeyInReservation(b, key);  // this record expired: the key is free again here
   }
   return record;
+}
+
+bool WriterState::DerivesReservationIds() const {
+  return options_.history_retention_ms <= 0 ||
+         options_.history_retention_ms >= options_.idempotency_retention_ms;
+}
+
+std::string WriterState::KeyedReservationId(const std::string& key) {
+  // Every keyed command looks its derived id up: formatted without fmt's parser.
+  const std::string& prefix = ReservationIdPrefix();
+  std::string id(prefix.size() + 18, '0');
+  prefix.copy(id.data(), prefix.size());
+  id[prefix.size()] = '-';
+  id[prefix.size() + 1] = 'k';
+  uint64_t hash = Fnv1a64Of(key);
+  for (size_t i = id.size(); hash != 0; hash >>= 4) id[--i] = "0123456789abcdef"[hash & 0xf];
+  return id;
+}
+
+absl::StatusOr<std::optional<internal::v1::IdempotencyRecord>> WriterState::FindKeyInReservation(
+    Batch& b, const std::string& key) {
+  keyed_.derived_id_free = false;
+  if (!DerivesReservationIds()) return std::optional<internal::v1::IdempotencyRecord>();
+  keyed_.derived_id = KeyedReservationId(key);
+  const std::string* key_record = nullptr;
+  std::string closed_key_record;
+  if (auto it = holds_.find(keyed_.derived_id); it != holds_.end()) {
+    key_record = &it->second.key_record;
+  } else {
+    auto closed = FindClosed(b, keyed_.derived_id, &closed_key_record);
+    if (!closed.ok()) return closed.status();
+    if (closed->has_value()) key_record = &closed_key_record;
+  }
+  if (key_record == nullptr) {
+    keyed_.derived_id_free = true;
+    return std::optional<internal::v1::IdempotencyRecord>();
+  }
+  internal::v1::ReservationKeyRecord record;
+  if (!record.ParseFromString(*key_record)) {
+    return absl::DataLossError(
+        fmt::format("key record of reservation '{}' is corrupt", keyed_.derived_id));
+  }
+  // Another key with the same hash, or this key's use past its retention: not a record of it.
+  if (record.idempotency_key() != key ||
+      b.now_ms - record.reserved_with().created_at_ms() > options_.idempotency_retention_ms) {
+    return std::optional<internal::v1::IdempotencyRecord>();
+  }
+  return std::move(*record.mutable_reserved_with());
+}
+
+void WriterState::RecordKeyInHold(Batch& b, OpenHold& hold,
+                                  const inventory::v1::ReserveResponse& response) {
+  // A reused message keeps its strings' capacity: the hold's own copy is the one allocation.
+  internal::v1::ReservationKeyRecord& record = key_record_buffer_;
+  record.set_idempotency_key(*keyed_.key);
+  internal::v1::IdempotencyRecord* with = record.mutable_reserved_with();
+  with->set_method(keyed_.method.data(), keyed_.method.size());
+  with->set_fingerprint(keyed_.fingerprint);
+  response.SerializeToString(with->mutable_response());
+  with->set_created_at_ms(b.now_ms);
+  record.SerializeToString(&hold.second.key_record);
+  keyed_.recorded = true;
 }
 
 }  // namespace feed::core

@@ -2,6 +2,14 @@
 // within options.idempotency_retention_ms. The same key with the same request gets the first
 // response back (replayed = true); with another method or request, ALREADY_EXISTS. A failed
 // command records nothing, so it may be retried with the same key.
+//
+// The record of a key is kept in Table::kIdempotency, except for a Reserve that names no
+// reservation id: it takes the id the key derives (KeyedReservationId), and the reservation
+// carries the key's record (records.proto ReservationKeyRecord) for as long as it is kept,
+// which is at least the key's retention (DerivesReservationIds). One record fewer per
+// reservation. A derived id already taken (another key with the same hash, or this key's
+// expired use) falls back to a sequenced id and a record in the table. So a key is looked up
+// in the table first, then in the reservation its derived id names.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +41,7 @@ absl::StatusOr<Resp> WriterState::RunIdempotent(std::string_view method, uint64_
                                                 Req& request, Batch& b,
                                                 Handler<Req, Resp> handler) {
   const std::string& key = request.idempotency_key();
+  keyed_.derived_id_free = false;
   if (!key.empty()) {
     auto found = FindIdempotency(b, key);
     if (!found.ok()) return found.status();
@@ -58,8 +67,14 @@ absl::StatusOr<Resp> WriterState::RunIdempotent(std::string_view method, uint64_
     }
   }
   Resp response;
-  if (absl::Status s = (this->*handler)(request, b, response); !s.ok()) return s;
-  if (!key.empty()) {
+  keyed_.key = key.empty() ? nullptr : &key;
+  keyed_.method = method;
+  keyed_.fingerprint = fingerprint;
+  keyed_.recorded = false;
+  absl::Status handled = (this->*handler)(request, b, response);
+  keyed_.key = nullptr;  // it views the request
+  if (!handled.ok()) return handled;
+  if (!key.empty() && !keyed_.recorded) {
     // A reused message keeps its strings' capacity; the batch's overlay finds the record in
     // the mutation log (FindIdempotency) rather than keeping a copy.
     internal::v1::IdempotencyRecord& record = idempotency_buffer_;

@@ -33,14 +33,15 @@ class MutationLog {
     buffer_.append(value);
     Finish(at);
   }
-  // The value is `prefix` followed by `message` serialized, written in place.
+  // The value is `prefix`, `message` serialized, then `suffix`, written in place.
   void PutMessage(storage::Table table, std::string_view key,
                   const google::protobuf::MessageLite& message, std::string_view prefix = {},
-                  bool fresh = false) {
+                  bool fresh = false, std::string_view suffix = {}) {
     Add(table, key, false, fresh);
     const size_t at = buffer_.size();
     buffer_.append(prefix);
     message.AppendToString(&buffer_);
+    buffer_.append(suffix);
     Finish(at);
   }
   void Delete(storage::Table table, std::string_view key) {

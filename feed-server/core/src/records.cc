@@ -1,6 +1,7 @@
 #include "records.h"
 
 #include "core/level_key.h"
+#include "google/protobuf/unknown_field_set.h"
 
 namespace feed::core {
 
@@ -45,7 +46,18 @@ bool ToHold(const inventory::v1::Reservation& r, Hold* out) {
   for (const auto& l : r.lines()) {
     out->lines.push_back({LevelKey(l.sku(), l.location()), l.quantity()});
   }
+  out->key_record.clear();
+  const auto& stored_only = r.GetReflection()->GetUnknownFields(r);
+  if (!stored_only.empty()) stored_only.SerializeToString(&out->key_record);
   return true;
+}
+
+void TakeKeyRecord(inventory::v1::Reservation& r, std::string* key_record) {
+  if (key_record != nullptr) key_record->clear();
+  const auto* reflection = r.GetReflection();
+  if (reflection->GetUnknownFields(r).empty()) return;
+  if (key_record != nullptr) reflection->GetUnknownFields(r).SerializeToString(key_record);
+  reflection->MutableUnknownFields(&r)->Clear();
 }
 
 template <class LineT>

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -46,6 +47,9 @@ struct Hold {
   int64_t expires_at_ms = 0;
   bool owned_by_order = false;
   absl::InlinedVector<HoldLine, 1> lines;  // most holds have one line
+  // When Reserve derived the id from its idempotency key: that key's record
+  // (ReservationKeyRecord, serialized), stored after the reservation. Empty otherwise.
+  std::string key_record;
 };
 
 // The map entry of an open hold: {reservation id, hold}.
@@ -67,8 +71,13 @@ inline std::string SequencedId(std::string_view prefix, uint64_t sequence) {
 // `out` becomes the HELD reservation record of `hold` (what kHolds stores, what Reserve
 // returns). Empty strings are left unset: setting one would allocate it.
 void FillReservation(const OpenHold& hold, inventory::v1::Reservation* out);
-// The inverse, for recovery; false if `r` is not a HELD reservation.
+// The inverse, for recovery (the key record too); false if `r` is not a HELD reservation.
 bool ToHold(const inventory::v1::Reservation& r, Hold* out);
+
+// A stored reservation parses with its key record (ReservationKeyRecord) as unknown fields:
+// they move into `*key_record` when it is given and are cleared from `r` either way, so that
+// no caller is ever shown them.
+void TakeKeyRecord(inventory::v1::Reservation& r, std::string* key_record);
 
 // Lines naming the same level summed, in order of first appearance. `sku` and `location`
 // view the request's lines, which outlive the command's handler.
@@ -93,7 +102,7 @@ template <class Record>
 absl::StatusOr<std::optional<Record>> ReadHistoryRecord(
     const absl::StatusOr<std::optional<std::string>>& stored, std::string_view what,
     bool (*expired)(const Record&, int64_t now_ms, int64_t retention_ms), int64_t now_ms,
-    int64_t retention_ms) {
+    int64_t retention_ms, std::string* key_record = nullptr) {
   if (!stored.ok()) return stored.status();
   if (!stored->has_value()) return std::optional<Record>();
   Record record;
@@ -101,6 +110,9 @@ absl::StatusOr<std::optional<Record>> ReadHistoryRecord(
     return absl::DataLossError(fmt::format("{} record is corrupt", what));
   }
   if (expired(record, now_ms, retention_ms)) return std::optional<Record>();
+  if constexpr (std::is_same_v<Record, inventory::v1::Reservation>) {
+    TakeKeyRecord(record, key_record);
+  }
   return record;
 }
 

@@ -144,17 +144,20 @@ absl::Status WriterState::CheckCommittable(const OpenHold& hold) const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::optional<Reservation>> WriterState::FindClosed(Batch& b,
-                                                                   const std::string& id) {
-  const Reservation* overlaid = FindInOverlays(b, [&](Batch& batch) -> const Reservation* {
+absl::StatusOr<std::optional<Reservation>> WriterState::FindClosed(Batch& b, const std::string& id,
+                                                                   std::string* key_record) {
+  const Batch::Closed* overlaid = FindInOverlays(b, [&](Batch& batch) -> const Batch::Closed* {
     auto it = batch.closed.find(id);
     return it == batch.closed.end() ? nullptr : &it->second;
   });
-  if (overlaid != nullptr) return *overlaid;
+  if (overlaid != nullptr) {
+    if (key_record != nullptr) *key_record = overlaid->key_record;
+    return overlaid->reservation;
+  }
   // Past the history retention a closed reservation is gone: its id is free again.
   return ReadHistoryRecord<Reservation>(overlay_.Get(Table::kReservations, id), "reservation",
                                         &ReservationExpired, b.now_ms,
-                                        options_.history_retention_ms);
+                                        options_.history_retention_ms, key_record);
 }
 
 absl::Status WriterState::CheckReservationIdFree(Batch& b, const std::string& id) {
@@ -193,11 +196,15 @@ absl::StatusOr<OpenHold*> WriterState::HoldLines(
                             .order_id = order_id},
                 levels ? levels->Add() : nullptr);
   }
-  FillReservation(hold, &reservation_buffer_);
-  b.mutations->PutMessage(Table::kHolds, hold.first, reservation_buffer_, {}, /*fresh=*/true);
   expiry_index_.emplace(h.expires_at_ms, hold.first);
   stat_reserved_.fetch_add(1, std::memory_order_relaxed);
   return &hold;
+}
+
+void WriterState::PutHold(Batch& b, const OpenHold& hold) {
+  FillReservation(hold, &reservation_buffer_);
+  b.mutations->PutMessage(Table::kHolds, hold.first, reservation_buffer_, {}, /*fresh=*/true,
+                          hold.second.key_record);
 }
 
 const std::string& WriterState::ReservationIdPrefix() {
@@ -243,14 +250,17 @@ Reservation WriterState::CloseHold(Batch& b, OpenHold& hold, inventory::v1::Rese
   }
   Reservation closed;
   FillReservation(hold, &closed);
+  std::string key_record = std::move(hold.second.key_record);
   expiry_index_.erase({hold.second.expires_at_ms, hold.first});  // it views the key: first
   holds_.erase(closed.reservation_id());
   closed.set_state(state);
   closed.set_closed_at_ms(b.now_ms);
   closed.set_close_reason(reason);
   b.mutations->Delete(Table::kHolds, closed.reservation_id());
-  b.mutations->PutMessage(Table::kReservations, closed.reservation_id(), closed);
-  b.closed[closed.reservation_id()] = closed;
+  // The key record stays with the closed reservation: a retried Reserve still finds it there.
+  b.mutations->PutMessage(Table::kReservations, closed.reservation_id(), closed, {}, false,
+                          key_record);
+  b.closed[closed.reservation_id()] = Batch::Closed{closed, std::move(key_record)};
   return closed;
 }
 

@@ -137,10 +137,12 @@ class WriterState {
   absl::Status CheckCommittable(const OpenHold& hold) const;
   absl::Status CheckReservationIdFree(Batch& b, const std::string& id);
   // Places a new hold under `id`, which the caller has found free; an id in use fails
-  // (INTERNAL) before anything changes. The hold takes the lines' keys over.
+  // (INTERNAL) before anything changes. The hold takes the lines' keys over. Its record is
+  // written by PutHold, once the caller has set what the hold carries.
   absl::StatusOr<OpenHold*> HoldLines(
       Batch& b, AggregatedLines& lines, std::string id, const std::string& order_id, int64_t ttl_ms,
       bool owned_by_order, google::protobuf::RepeatedPtrField<inventory::v1::StockLevel>* levels);
+  void PutHold(Batch& b, const OpenHold& hold);
   absl::StatusOr<OpenHold*> FindOpenHold(Batch& b, const std::string& id);
   // "rsv-" and CoreOptions::generated_id_tag (default: the store id's first 6 characters): a
   // generated reservation id is this, '-' and the sequence of its first event.
@@ -149,13 +151,25 @@ class WriterState {
       Batch& b, OpenHold& hold, inventory::v1::ReservationState state,
       events::v1::StockChangeCause cause, const std::string& reason,
       google::protobuf::RepeatedPtrField<inventory::v1::StockLevel>* levels);
-  absl::StatusOr<std::optional<inventory::v1::Reservation>> FindClosed(Batch& b,
-                                                                       const std::string& id);
+  // A closed reservation, and its key record into `*key_record` when that is given.
+  absl::StatusOr<std::optional<inventory::v1::Reservation>> FindClosed(
+      Batch& b, const std::string& id, std::string* key_record = nullptr);
   absl::StatusOr<order::v1::Order*> LoadOrder(Batch& b, const std::string& id);
   void SetOrderStatus(Batch& b, order::v1::Order& order, order::v1::OrderStatus status,
                       const std::string& details);
   absl::StatusOr<std::optional<internal::v1::IdempotencyRecord>> FindIdempotency(
       Batch& b, const std::string& key);
+  // Whether Reserve may derive a reservation id from its idempotency key: only while a closed
+  // reservation outlives the key's retention, which the reservation then stands for.
+  bool DerivesReservationIds() const;
+  // ReservationIdPrefix(), "-k" and 16 hex digits of a stable hash of `key`.
+  std::string KeyedReservationId(const std::string& key);
+  // The key's record kept in the reservation named by KeyedReservationId(key), if that
+  // reservation was made with this key within the retention; sets keyed_'s derived id.
+  absl::StatusOr<std::optional<internal::v1::IdempotencyRecord>> FindKeyInReservation(
+      Batch& b, const std::string& key);
+  // Reserve's half of a derived id: `hold` carries its key's record, with `response`.
+  void RecordKeyInHold(Batch& b, OpenHold& hold, const inventory::v1::ReserveResponse& response);
   // What `find` (Batch& -> pointer or nullptr) finds in `b`'s overlays or else in the newest
   // uncommitted batch that has it: what earlier commands wrote that the store has not yet.
   template <class Fn>
@@ -194,6 +208,17 @@ class WriterState {
   inventory::v1::StockLevel level_buffer_;
   inventory::v1::Reservation reservation_buffer_;
   internal::v1::IdempotencyRecord idempotency_buffer_;
+  internal::v1::ReservationKeyRecord key_record_buffer_;
+  // The command RunIdempotent is running, for Reserve to take its id from (idempotency.h):
+  // what FindIdempotency found of the key's derived id, then the key while the handler runs.
+  struct KeyedCommand {
+    std::string derived_id;            // KeyedReservationId(key), when FindIdempotency looked
+    bool derived_id_free = false;      // no reservation, open or closed, has that id
+    const std::string* key = nullptr;  // nullptr: no key, or no handler running
+    std::string_view method;
+    uint64_t fingerprint = 0;
+    bool recorded = false;  // the handler kept the key's record in its reservation
+  } keyed_;
 
   // Stored levels whose `available` field is off (NoteStoredLevel).
   struct StaleAvailable {

@@ -170,8 +170,11 @@ inline constexpr std::string_view kShardLogOffset = "shard_log_offset";
 inline constexpr std::string_view kShardLogOwner = "shard_log_owner";
 }  // namespace meta_keys
 
-// The data format this build writes and reads: 2 = tables checkpointed from a journal.
-// (Format 1 had an "outbox" table of single events and no format_version record.)
-inline constexpr uint64_t kFormatVersion = 2;
+// The data format this build writes and reads: 3 = a reservation whose id Reserve derived
+// from its idempotency key carries that key's record (feed.internal.v1.ReservationKeyRecord)
+// instead of one in the idempotency table. Format 2 (tables checkpointed from a journal, every
+// key in that table) is read as it is and marked 3 at the first start. (Format 1 had an
+// "outbox" table of single events and no format_version record.)
+inline constexpr uint64_t kFormatVersion = 3;
 
 }  // namespace feed::storage
