@@ -106,8 +106,8 @@ absl::Status WriterState::RecoverMeta(uint64_t* checkpoint_sequence, bool write)
     // Format 2 needs no conversion: this build reads its records as they are. Marking the
     // store 3 keeps an older server, which would miss the keys kept in reservations, off it.
     if (*format) {
-      CoreLogger()->info("store {} of data format {} is format {} from now on", store_id_,
-                         **format, storage::kFormatVersion);
+      CoreLogger()->info("store {} of data format {} is format {} from now on", store_id_, **format,
+                         storage::kFormatVersion);
     }
     group->Put(Table::kMeta, storage::meta_keys::kFormatVersion,
                storage::EncodeSequence(storage::kFormatVersion));
