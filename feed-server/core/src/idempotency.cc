@@ -41,6 +41,15 @@ uint64_t HashRequest(std::string_view method, const google::protobuf::MessageLit
   return Fnv1a(method, bytes);
 }
 
+void FillIdempotencyRecord(std::string_view method, uint64_t fingerprint,
+                           const google::protobuf::MessageLite& response, int64_t now_ms,
+                           internal::v1::IdempotencyRecord* record) {
+  record->set_method(method.data(), method.size());
+  record->set_fingerprint(fingerprint);
+  response.SerializeToString(record->mutable_response());
+  record->set_created_at_ms(now_ms);
+}
+
 absl::StatusOr<std::optional<internal::v1::IdempotencyRecord>> WriterState::FindIdempotency(
     Batch& b, const std::string& key) {
   // A record of this batch or of one still being committed: the value of its put.
@@ -124,11 +133,8 @@ void WriterState::RecordKeyInHold(Batch& b, OpenHold& hold,
   // A reused message keeps its strings' capacity: the hold's own copy is the one allocation.
   internal::v1::ReservationKeyRecord& record = key_record_buffer_;
   record.set_idempotency_key(*keyed_.key);
-  internal::v1::IdempotencyRecord* with = record.mutable_reserved_with();
-  with->set_method(keyed_.method.data(), keyed_.method.size());
-  with->set_fingerprint(keyed_.fingerprint);
-  response.SerializeToString(with->mutable_response());
-  with->set_created_at_ms(b.now_ms);
+  FillIdempotencyRecord(keyed_.method, keyed_.fingerprint, response, b.now_ms,
+                        record.mutable_reserved_with());
   record.SerializeToString(&hold.second.key_record);
   keyed_.recorded = true;
 }

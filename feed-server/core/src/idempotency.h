@@ -36,6 +36,11 @@ uint64_t Fingerprint(std::string_view method, Req& request) {
   return hash;
 }
 
+// `record` becomes the record of a command's first `response`.
+void FillIdempotencyRecord(std::string_view method, uint64_t fingerprint,
+                           const google::protobuf::MessageLite& response, int64_t now_ms,
+                           internal::v1::IdempotencyRecord* record);
+
 template <class Req, class Resp>
 absl::StatusOr<Resp> WriterState::RunIdempotent(std::string_view method, uint64_t fingerprint,
                                                 Req& request, Batch& b,
@@ -78,10 +83,7 @@ absl::StatusOr<Resp> WriterState::RunIdempotent(std::string_view method, uint64_
     // A reused message keeps its strings' capacity; the batch's overlay finds the record in
     // the mutation log (FindIdempotency) rather than keeping a copy.
     internal::v1::IdempotencyRecord& record = idempotency_buffer_;
-    record.set_method(method.data(), method.size());
-    record.set_fingerprint(fingerprint);
-    response.SerializeToString(record.mutable_response());
-    record.set_created_at_ms(b.now_ms);
+    FillIdempotencyRecord(method, fingerprint, response, b.now_ms, &record);
     b.idempotency[key] = static_cast<uint32_t>(b.mutations->ops().size());
     b.mutations->PutMessage(storage::Table::kIdempotency, key, record,
                             storage::EncodeTimestamped(b.now_ms, {}));
