@@ -284,6 +284,35 @@ TEST_F(AdminTest, BadBackupRequestsNameTheProblem) {
   EXPECT_THAT(s.error_message(), HasSubstr("exists already"));
 }
 
+TEST_F(AdminTest, ShardsAreForClusterNodesOnly) {
+  // A single node has no shards: a Backup naming one is refused, and its backups name none.
+  ::admin::v1::BackupRequest req;
+  req.set_name("sharded");
+  req.set_shard(0);
+  ::admin::v1::BackupResponse resp;
+  grpc::Status s = Admin()->Backup(Ctx(60000).get(), req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("shard: this server is a single node"));
+  ASSERT_TRUE(Backup("plain", &resp).ok());
+  EXPECT_FALSE(resp.manifest().has_shard());
+  EXPECT_EQ(resp.manifest().shard_log_next_offset(), 0);
+  EXPECT_FALSE(resp.standby());
+
+  // A single node's backup, put where a cluster restore looks, is not a shard's.
+  const std::string cluster_backup = dir_ + "/cluster-backup";
+  fs::create_directories(cluster_backup);
+  fs::copy(resp.path(), cluster_backup + "/shard-1", fs::copy_options::recursive);
+  auto store_path = [&](uint32_t shard) { return fmt::format("{}/node/shard-{}", dir_, shard); };
+  auto restored = admin::RestoreShardBackups(cluster_backup, 4, store_path);
+  EXPECT_EQ(restored.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(restored.status().message(),
+              HasSubstr("is not a backup of shard 1 of a cluster of 4 shards (its manifest says "
+                        "a single node)"));
+  EXPECT_FALSE(fs::exists(dir_ + "/node/shard-1"));
+  restored = admin::RestoreShardBackups(dir_ + "/backups", 4, store_path);
+  EXPECT_THAT(restored.status().message(), HasSubstr("holds no shard-<n> backup folder"));
+}
+
 class AdminOffTest : public GrpcTest {};
 
 TEST_F(AdminOffTest, WithoutABackupDirOrKafkaBackupsAndReplaysAreOff) {

@@ -128,25 +128,64 @@ int Check(Context& ctx, const AdminArgs& a) {
   return exit_code;
 }
 
+// The backup's outcome as text; `where` names the shard in cluster mode.
+std::string DescribeBackup(const admin::v1::BackupResponse& resp, const std::string& where) {
+  uint64_t bytes = 0;
+  for (const auto& f : resp.manifest().files()) bytes += f.size();
+  std::string human = fmt::format(
+      "{}backup of store {} up to sequence {} (relay cursor {}) in {}: {} files, {} bytes, {} ms",
+      where, resp.manifest().store_id(), resp.manifest().last_sequence(),
+      resp.manifest().relay_cursor(), resp.path(), resp.manifest().files_size(), bytes,
+      resp.duration_ms());
+  if (resp.manifest().has_shard()) {
+    human += fmt::format("; a restored node reads the shard's log from offset {}",
+                         resp.manifest().shard_log_next_offset());
+  }
+  return human;
+}
+
+// A single node: its store. Cluster mode: every shard (or --shard) as the node --server names
+// holds it (its own shards and its standby copies), all under one name, so that the backup
+// restores a whole node (`feed-server --restore-from`); the exit code is the worst of them.
 int Backup(Context& ctx, const AdminArgs& a) {
   Connection* c = ctx.Connect();
   if (c == nullptr) return kUsage;
+  const inventory::v1::GetShardMapResponse map = c->ShardMap();
   admin::v1::BackupRequest req;
   req.set_name(a.name);
-  admin::v1::BackupResponse resp;
-  grpc::Status s = WithElapsed("backup", a.show(), [&] {
-    return c->admin().Backup(c->NewContext(std::chrono::seconds(a.wait_s)).get(), req, &resp);
-  });
-  if (!s.ok()) return ctx.output().Error("Backup", s);
-  uint64_t bytes = 0;
-  for (const auto& f : resp.manifest().files()) bytes += f.size();
-  ctx.output().Print(
-      resp, fmt::format("backup of store {} up to sequence {} (relay cursor {}) in {}: {} files, "
-                        "{} bytes, {} ms",
-                        resp.manifest().store_id(), resp.manifest().last_sequence(),
-                        resp.manifest().relay_cursor(), resp.path(), resp.manifest().files_size(),
-                        bytes, resp.duration_ms()));
-  return kOk;
+  std::vector<uint32_t> shards;
+  if (a.shard >= 0) {
+    shards.push_back(static_cast<uint32_t>(a.shard));
+  } else {
+    for (uint32_t s = 0; s < map.shard_count(); ++s) shards.push_back(s);
+  }
+  if (shards.empty()) {  // a single node
+    admin::v1::BackupResponse resp;
+    grpc::Status s = WithElapsed("backup", a.show(), [&] {
+      return c->admin().Backup(c->NewContext(std::chrono::seconds(a.wait_s)).get(), req, &resp);
+    });
+    if (!s.ok()) return ctx.output().Error("Backup", s);
+    ctx.output().Print(resp, DescribeBackup(resp, ""));
+    return kOk;
+  }
+  int exit_code = kOk;
+  for (uint32_t shard : shards) {
+    req.set_shard(shard);
+    admin::v1::BackupResponse resp;
+    const std::string what = fmt::format("backup shard {}", shard);
+    grpc::Status s = WithElapsed(what.c_str(), a.show(), [&] {
+      return c->admin().Backup(c->NewContext(std::chrono::seconds(a.wait_s)).get(), req, &resp);
+    });
+    if (!s.ok()) {
+      const int code = ctx.output().Error(fmt::format("Backup (shard {})", shard), s);
+      if (exit_code == kOk) exit_code = code;
+      continue;
+    }
+    ctx.output().Print(resp,
+                       DescribeBackup(resp, fmt::format("shard {}{}: ", shard,
+                                                        resp.standby() ? " (standby copy)" : "")));
+  }
+  return exit_code;
 }
 
 int Replay(Context& ctx, const AdminArgs& a) {
@@ -195,9 +234,15 @@ void AddAdminCommands(CLI::App& app, Context& ctx) {
   check->callback([&ctx, a] { ctx.run = [&ctx, a] { return Check(ctx, *a); }; });
 
   auto* backup = app.add_subcommand(
-      "backup", "a consistent copy of the running server's store, into its --backup-dir");
+      "backup",
+      "a consistent copy of the running server's store, into its --backup-dir (in cluster mode "
+      "every shard's copy on that node, into <name>/shard-<n>)");
   backup->add_option("--to", a->name, "the backup's folder name under the server's --backup-dir")
       ->required();
+  backup
+      ->add_option("--shard", a->shard,
+                   "cluster mode: only this shard (default: every shard, as the node holds it)")
+      ->check(CLI::Range(int64_t{0}, int64_t{65535}));
   AddWaitOptions(backup, *a);
   backup->callback([&ctx, a] { ctx.run = [&ctx, a] { return Backup(ctx, *a); }; });
 

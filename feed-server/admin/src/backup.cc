@@ -8,8 +8,11 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "fmt/format.h"
@@ -109,6 +112,9 @@ absl::Status ReadFacts(const std::string& dir, BackupManifest* m) {
                                 });
   if (!scanned.ok()) return scanned;
   m->set_last_sequence(last);
+  auto log_offset = storage::ReadMetaSequence(s, storage::meta_keys::kShardLogOffset);
+  if (!log_offset.ok()) return log_offset.status();
+  if (*log_offset) m->set_shard_log_next_offset(static_cast<int64_t>(**log_offset) + 1);
   return absl::OkStatus();
 }
 
@@ -150,7 +156,7 @@ absl::Status ValidateBackupName(std::string_view name) {
 }
 
 absl::StatusOr<BackupManifest> WriteBackup(storage::Store& store, const std::string& dir,
-                                           int64_t now_ms) {
+                                           int64_t now_ms, std::optional<ShardOfStore> shard) {
   std::error_code ec;
   if (fs::exists(dir, ec)) {
     return absl::AlreadyExistsError(
@@ -167,6 +173,10 @@ absl::StatusOr<BackupManifest> WriteBackup(storage::Store& store, const std::str
   BackupManifest m;
   m.set_manifest_version(kManifestVersion);
   m.set_created_at_ms(now_ms);
+  if (shard) {
+    m.set_shard(shard->shard);
+    m.set_shard_count(shard->shard_count);
+  }
   if (absl::Status s = ReadFacts(dir, &m); !s.ok()) return fail(s);
   std::map<std::string, fs::path> files;  // sorted: a stable manifest
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
@@ -229,33 +239,93 @@ absl::StatusOr<BackupManifest> VerifyBackup(const std::string& dir) {
   return m;
 }
 
-absl::StatusOr<BackupManifest> RestoreBackup(const std::string& backup_dir,
-                                             const std::string& data_dir) {
+namespace {
+
+// A data folder a restore may fill: absent or empty.
+absl::Status CheckRestorable(const std::string& data_dir) {
   std::error_code ec;
   if (fs::exists(data_dir, ec) && !fs::is_empty(data_dir, ec)) {
     return absl::FailedPreconditionError(fmt::format(
         "data dir {} is not empty: a restore goes into a new or empty folder", data_dir));
   }
-  auto m = VerifyBackup(backup_dir);
-  if (!m.ok()) return m.status();
+  return absl::OkStatus();
+}
+
+// Copies the verified backup in `backup_dir` (manifest `m`) into `data_dir` and drops its
+// store id: the server that opens it picks a new one, so no event it writes reuses an id the
+// backup's store wrote after the backup.
+absl::Status CopyVerifiedBackup(const std::string& backup_dir, const BackupManifest& m,
+                                const std::string& data_dir) {
+  std::error_code ec;
   fs::create_directories(data_dir, ec);
-  for (const auto& f : m->files()) {
+  for (const auto& f : m.files()) {
     fs::copy_file(fs::path(backup_dir) / f.name(), fs::path(data_dir) / f.name(), ec);
     if (ec) {
       return absl::FailedPreconditionError(
           fmt::format("copying {} into {}: {}", f.name(), data_dir, ec.message()));
     }
   }
-  // A new timeline: the server picks a new store id when it opens the store.
   storage::RocksDbOptions options;
   options.path = data_dir;
   auto store = storage::OpenRocksDbStore(options);
   if (!store.ok()) return store.status();
   auto group = (*store)->NewWriteGroup();
   group->Delete(Table::kMeta, storage::meta_keys::kStoreId);
-  group->Put(Table::kMeta, kPreviousStoreId, m->store_id());
-  if (absl::Status s = (*store)->Commit(*group); !s.ok()) return s;
+  group->Put(Table::kMeta, kPreviousStoreId, m.store_id());
+  return (*store)->Commit(*group);
+}
+
+}  // namespace
+
+absl::StatusOr<BackupManifest> RestoreBackup(const std::string& backup_dir,
+                                             const std::string& data_dir) {
+  if (absl::Status s = CheckRestorable(data_dir); !s.ok()) return s;
+  auto m = VerifyBackup(backup_dir);
+  if (!m.ok()) return m.status();
+  if (m->has_shard()) {
+    return absl::FailedPreconditionError(fmt::format(
+        "{} is a backup of shard {} of a cluster: restore it into a cluster node "
+        "(--cluster-shards with --restore-from the folder that holds its shard-<n> folders)",
+        backup_dir, m->shard()));
+  }
+  if (absl::Status s = CopyVerifiedBackup(backup_dir, *m, data_dir); !s.ok()) return s;
   return m;
+}
+
+std::string ShardFolderName(uint32_t shard) { return fmt::format("shard-{}", shard); }
+
+absl::StatusOr<std::vector<BackupManifest>> RestoreShardBackups(
+    const std::string& backup_dir, uint32_t shard_count,
+    const std::function<std::string(uint32_t shard)>& store_path) {
+  // Everything is checked before anything is copied: a refused restore leaves no trace.
+  std::vector<std::pair<uint32_t, BackupManifest>> found;
+  for (uint32_t shard = 0; shard < shard_count; ++shard) {
+    const fs::path dir = fs::path(backup_dir) / ShardFolderName(shard);
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) continue;
+    auto m = VerifyBackup(dir.string());
+    if (!m.ok()) return m.status();
+    if (!m->has_shard() || m->shard() != shard || m->shard_count() != shard_count) {
+      return absl::FailedPreconditionError(fmt::format(
+          "{} is not a backup of shard {} of a cluster of {} shards (its manifest says {})",
+          dir.string(), shard, shard_count,
+          m->has_shard() ? fmt::format("shard {} of {}", m->shard(), m->shard_count())
+                         : std::string("a single node")));
+    }
+    if (absl::Status s = CheckRestorable(store_path(shard)); !s.ok()) return s;
+    found.emplace_back(shard, *std::move(m));
+  }
+  if (found.empty()) {
+    return absl::FailedPreconditionError(fmt::format(
+        "{} holds no shard-<n> backup folder of a cluster of {} shards", backup_dir, shard_count));
+  }
+  std::vector<BackupManifest> restored;
+  for (auto& [shard, m] : found) {
+    const std::string source = (fs::path(backup_dir) / ShardFolderName(shard)).string();
+    if (absl::Status s = CopyVerifiedBackup(source, m, store_path(shard)); !s.ok()) return s;
+    restored.push_back(std::move(m));
+  }
+  return restored;
 }
 
 }  // namespace feed::admin

@@ -92,14 +92,15 @@ void StoreOperations::Backup(const ::admin::v1::BackupRequest& request,
         absl::FailedPreconditionError("backups are off: start the server with --backup-dir DIR"));
     return;
   }
-  const std::string path = (std::filesystem::path(options_.backup_dir) / request.name()).string();
+  std::filesystem::path path = std::filesystem::path(options_.backup_dir) / request.name();
+  if (options_.shard) path /= ShardFolderName(options_.shard->shard);
   Launch<::admin::v1::BackupResponse>(
       backup_, "a backup", std::move(done),
-      [this, path]() -> absl::StatusOr<::admin::v1::BackupResponse> {
+      [this, path = path.string()]() -> absl::StatusOr<::admin::v1::BackupResponse> {
         const auto began = std::chrono::steady_clock::now();
         std::error_code ec;
-        std::filesystem::create_directories(options_.backup_dir, ec);
-        auto manifest = WriteBackup(store_, path, clock_.NowMillis());
+        std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+        auto manifest = WriteBackup(store_, path, clock_.NowMillis(), options_.shard);
         if (!manifest.ok()) return manifest.status();
         ::admin::v1::BackupResponse response;
         response.set_path(path);

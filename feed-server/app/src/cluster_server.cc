@@ -2,6 +2,7 @@
 
 #include <mutex>
 
+#include "admin/backup.h"
 #include "bridge/shard_log.h"
 #include "cluster/cluster_node.h"
 #include "cluster/request_routing.h"
@@ -27,11 +28,11 @@ class ClusterRouter final : public CoreRouter {
   ClusterRouter(const cluster::ClusterNode& node, const core::Clock& clock,
                 const ServerConfig& config)
       : node_(node) {
-    admin::StoreOperationsOptions audit_only = config.admin;
-    audit_only.backup_dir.clear();
     for (uint32_t s = 0; s < node.shard_count(); ++s) {
+      admin::StoreOperationsOptions of_shard = config.admin;
+      of_shard.shard = admin::ShardOfStore{s, node.shard_count()};
       store_operations_.push_back(
-          std::make_unique<admin::StoreOperations>(node.Store(s), clock, config.core, audit_only));
+          std::make_unique<admin::StoreOperations>(node.Store(s), clock, config.core, of_shard));
     }
   }
 
@@ -151,6 +152,18 @@ class ClusterServer::Impl {
     };
     if (absl::Status s = bridge::EnsureShardLogTopic(options.log, c.log_timeout_ms); !s.ok()) {
       return s;
+    }
+    if (!config_.restore_from.empty()) {
+      auto restored = admin::RestoreShardBackups(
+          config_.restore_from, static_cast<uint32_t>(c.shards),
+          [&](uint32_t shard) { return cluster::ShardStorePath(config_.storage.path, shard); });
+      if (!restored.ok()) return restored.status();
+      for (const auto& m : *restored) {
+        ServerLog()->info(
+            "restored shard {} from backup {} (up to sequence {}): its log is read from "
+            "offset {} on",
+            m.shard(), config_.restore_from, m.last_sequence(), m.shard_log_next_offset());
+      }
     }
     auto node = cluster::ClusterNode::Start(std::move(options), clock_);
     if (!node.ok()) return node.status();

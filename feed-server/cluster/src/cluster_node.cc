@@ -18,6 +18,11 @@
 #include "fmt/format.h"
 
 namespace feed::cluster {
+
+std::string ShardStorePath(const std::string& data_dir, uint32_t shard) {
+  return (std::filesystem::path(data_dir) / fmt::format("shard-{}", shard)).string();
+}
+
 namespace {
 
 std::shared_ptr<spdlog::logger> Log() { return ModuleLogger("cluster"); }
@@ -127,8 +132,7 @@ class ClusterNode::Impl {
 
   absl::Status OpenSlot(Slot& slot) {
     storage::RocksDbOptions rocks = options_.store;
-    rocks.path =
-        (std::filesystem::path(options_.data_dir) / fmt::format("shard-{}", slot.shard)).string();
+    rocks.path = ShardStorePath(options_.data_dir, static_cast<uint32_t>(slot.shard));
     std::error_code ec;
     std::filesystem::create_directories(rocks.path, ec);
     auto store = storage::OpenRocksDbStore(rocks);

@@ -78,7 +78,7 @@ absl::StatusOr<uint32_t> ShardOfRequest(std::string_view method,
         return absl::FailedPreconditionError(
             "keys: in cluster mode a stream follows the SKUs of one shard; name them (keys or "
             "sku), or watch every SKU of one shard on its owner with the request metadata "
-            "feed-shard: <shard>");
+            "(over HTTP, the header) feed-shard: <shard>");
       }
       return ShardOfSkus("keys", shard_count, [&](auto add) {
         for (const auto& key : r.keys()) add(key.sku());

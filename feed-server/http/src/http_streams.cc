@@ -69,7 +69,10 @@ class HttpStream : public core::ChangeListener,
   bool RouteTo(std::string_view method, const google::protobuf::Message& request) {
     const auto& sc = support_.context();
     if (sc.router == nullptr) return true;
-    auto routed = sc.router->Route(method, request);
+    return UseRouted(sc.router->Route(method, request));
+  }
+  // The end of every routing: the routed core, or the stream refused with the error.
+  bool UseRouted(absl::StatusOr<std::shared_ptr<core::InventoryCore>> routed) {
     if (!routed.ok()) {
       Refuse(routed.status());
       return false;
@@ -77,6 +80,14 @@ class HttpStream : public core::ChangeListener,
     routed_core_ = *std::move(routed);
     support_.set_core(routed_core_.get());
     return true;
+  }
+  // Cluster mode: the value of the header that names a stream's shard, if the request has it.
+  std::optional<std::string_view> ShardSelectorHeader() const {
+    const Request& request = exchange_->request();
+    auto it = request.find(boost::beast::string_view(server::kShardSelectorKey.data(),
+                                                     server::kShardSelectorKey.size()));
+    if (it == request.end()) return std::nullopt;
+    return std::string_view(it->value().data(), it->value().size());
   }
 
   absl::Status Register() {
@@ -196,7 +207,11 @@ class StockStream final : public HttpStream {
 
   void Start(const inventory::v1::WatchStockRequest& request) {
     const auto& sc = support_.context();
-    if (!RouteTo("inventory.v1.InventoryService/WatchStock", request)) return;
+    // A watch of every SKU of the shard the feed-shard header names runs on its core.
+    if (sc.router != nullptr &&
+        !UseRouted(server::RouteWatchStock(*sc.router, request, ShardSelectorHeader()))) {
+      return;
+    }
     sub_.emplace(*support_.core(), request, server::StreamQueueLimits(*sc.config));
     if (absl::Status valid = sub_->Validate(); !valid.ok()) return Refuse(valid);
     if (absl::Status registered = Register(); !registered.ok()) return Refuse(registered);

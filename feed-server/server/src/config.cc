@@ -37,10 +37,8 @@ absl::Status ValidateCluster(ServerConfig& c, bool http_listen_given) {
         cl.min_insync_replicas, cl.replication_factor));
   }
   if (!http_listen_given) c.http.listen.clear();
-  if (!c.restore_from.empty() || c.check_only || c.migrate) {
-    return bad(
-        "--restore-from, --check and --migrate work on a single node's store, not in "
-        "cluster mode");
+  if (c.check_only || c.migrate) {
+    return bad("--check and --migrate work on a single node's store, not in cluster mode");
   }
   return absl::OkStatus();
 }
@@ -68,7 +66,9 @@ absl::StatusOr<ParseResult> ParseServerConfig(int argc, char** argv) {
                      "where AdminService.Backup writes (a folder per backup; empty: backups off)"),
       "FEED_BACKUP_DIR");
   app.add_option("--restore-from", c.restore_from,
-                 "restore this backup folder into --data-dir (empty or absent) and start on it");
+                 "restore this backup folder into --data-dir (empty or absent) and start on it; "
+                 "in cluster mode a folder of shard-<n> backups (feedctl backup), each into "
+                 "--data-dir/shard-<n>");
   app.add_flag("--check", c.check_only,
                "audit the store at --data-dir (not running) and exit: 0 sound, 1 violations");
   app.add_flag("--migrate", c.migrate,

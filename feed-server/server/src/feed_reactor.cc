@@ -109,7 +109,7 @@ class FeedReactor final
           "{}: in cluster mode a Feed stream serves the commands and subscriptions of one "
           "shard; open one per shard on its owner with the request metadata {}: <0 to {}> "
           "(GetShardMap names the owners)",
-          kShardMetadataKey, kShardMetadataKey, sc_.router->shard_count() - 1)));
+          kShardSelectorKey, kShardSelectorKey, sc_.router->shard_count() - 1)));
     }
     if (!RouteToShard(**named)) return false;
     shard_ = **named;
@@ -125,7 +125,7 @@ class FeedReactor final
     return absl::FailedPreconditionError(fmt::format(
         "this command is for shard {} and this stream serves shard {} ({}): send it on a "
         "stream of shard {}, on its owner",
-        *shard, *shard_, kShardMetadataKey, *shard));
+        *shard, *shard_, kShardSelectorKey, *shard));
   }
 
   absl::Status OnThisShard(const FeedRequest& request) {

@@ -9,7 +9,6 @@
 // feed -> stream; a stream never calls the feed while holding its own lock.
 #pragma once
 
-#include <charconv>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -31,10 +30,6 @@
 #include "wire.h"
 
 namespace feed::server {
-
-// Cluster mode: the request metadata naming the one shard a stream serves (every `Feed`, a
-// `WatchStock` of every SKU of a shard).
-inline constexpr std::string_view kShardMetadataKey = "feed-shard";
 
 template <class GrpcReactor>
 class StreamReactor : public GrpcReactor,
@@ -110,25 +105,36 @@ class StreamReactor : public GrpcReactor,
     if (sc_.router == nullptr) return true;
     return UseRouted(sc_.router->Route(method_, request));
   }
+  // The end of every routing: the routed core, or the stream finished with the error.
+  bool UseRouted(absl::StatusOr<std::shared_ptr<core::InventoryCore>> routed) {
+    if (!routed.ok()) {
+      std::lock_guard lock(mu_);
+      FinishLocked(routed.status());
+      return false;
+    }
+    routed_core_ = *std::move(routed);
+    support_.set_core(routed_core_.get());
+    return true;
+  }
   // Route's counterpart for a stream that serves one shard (cluster mode).
   bool RouteToShard(uint32_t shard) {
-    return UseRouted(sc_.router->RouteShard(shard, kShardMetadataKey));
+    return UseRouted(sc_.router->RouteShard(shard, kShardSelectorKey));
   }
-  // Cluster mode: the shard kShardMetadataKey names, nullopt without it; INVALID_ARGUMENT
+  // Cluster mode: the kShardSelectorKey metadata's value, if the call has it.
+  std::optional<std::string_view> ShardSelectorInMetadata() const {
+    const auto& metadata = ctx_->client_metadata();
+    auto it = metadata.find(grpc::string_ref(kShardSelectorKey.data(), kShardSelectorKey.size()));
+    if (it == metadata.end()) return std::nullopt;
+    return std::string_view(it->second.data(), it->second.size());
+  }
+  // Cluster mode: the shard kShardSelectorKey names, nullopt without it; INVALID_ARGUMENT
   // naming it when it is not a number.
   absl::StatusOr<std::optional<uint32_t>> ShardInMetadata() const {
-    const auto& metadata = ctx_->client_metadata();
-    auto it = metadata.find(grpc::string_ref(kShardMetadataKey.data(), kShardMetadataKey.size()));
-    if (it == metadata.end()) return std::nullopt;
-    const std::string_view value(it->second.data(), it->second.size());
-    uint32_t shard = 0;
-    auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), shard);
-    if (value.empty() || ec != std::errc() || end != value.data() + value.size()) {
-      return absl::InvalidArgumentError(fmt::format("{}: '{}' is not a shard number (0 to {})",
-                                                    kShardMetadataKey, value,
-                                                    sc_.router->shard_count() - 1));
-    }
-    return shard;
+    auto selector = ShardSelectorInMetadata();
+    if (!selector) return std::nullopt;
+    auto shard = ParseShardSelector(*selector, sc_.router->shard_count());
+    if (!shard.ok()) return shard.status();
+    return *shard;
   }
   // Finishes the stream with `status`; false, for `return Refuse(...)`.
   bool Refuse(const absl::Status& status) {
@@ -202,18 +208,6 @@ class StreamReactor : public GrpcReactor,
   bool finished_ = false;
 
  private:
-  // Route's and RouteToShard's end: the routed core, or the stream finished with the error.
-  bool UseRouted(absl::StatusOr<std::shared_ptr<core::InventoryCore>> routed) {
-    if (!routed.ok()) {
-      std::lock_guard lock(mu_);
-      FinishLocked(routed.status());
-      return false;
-    }
-    routed_core_ = *std::move(routed);
-    support_.set_core(routed_core_.get());
-    return true;
-  }
-
   const char* const method_;
   std::string subject_;
   grpc::ByteBuffer out_;

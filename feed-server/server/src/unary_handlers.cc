@@ -122,8 +122,8 @@ absl::StatusOr<admin::StoreOperations*> SingleNodeOperations(const ServiceContex
                                                              std::string_view what) {
   if (sc.router != nullptr) {
     return absl::FailedPreconditionError(
-        fmt::format("{} is not served in cluster mode yet (docs/CLUSTER.md); CheckStore is, per "
-                    "shard",
+        fmt::format("{} is not served in cluster mode yet (docs/CLUSTER.md); CheckStore and "
+                    "Backup are, per shard",
                     what));
   }
   if (sc.store_operations == nullptr) return absl::UnimplementedError("admin operations are off");
@@ -308,9 +308,31 @@ grpc::ServerUnaryReactor* AdminServiceImpl::Backup(grpc::CallbackServerContext* 
       ctx_, ctx, "admin.v1.AdminService/Backup", request, response,
       [](const ServiceContext& sc, const ::admin::v1::BackupRequest& r,
          admin::Done<BackupResponse> done) {
-        auto ops = SingleNodeOperations(sc, "Backup");
-        if (!ops.ok()) return std::move(done)(ops.status());
-        (*ops)->Backup(r, std::move(done));
+        if (sc.router == nullptr) {
+          if (r.has_shard()) {
+            std::move(done)(absl::InvalidArgumentError(
+                "shard: this server is a single node (no shards); leave it unset"));
+            return;
+          }
+          auto ops = SingleNodeOperations(sc, "Backup");
+          if (!ops.ok()) return std::move(done)(ops.status());
+          (*ops)->Backup(r, std::move(done));
+          return;
+        }
+        if (!r.has_shard()) {
+          std::move(done)(absl::InvalidArgumentError(fmt::format(
+              "shard: required in cluster mode (0 to {}): each shard's store is backed up on "
+              "its own, into <name>/shard-<n> (feedctl backup backs up every shard)",
+              sc.router->shard_count() - 1)));
+          return;
+        }
+        auto store = sc.router->StoreOfShard(r.shard());
+        if (!store.ok()) return std::move(done)(store.status());
+        store->operations->Backup(r, [done = std::move(done), standby = store->standby](
+                                         absl::StatusOr<BackupResponse> result) mutable {
+          if (result.ok()) result->set_standby(standby);
+          std::move(done)(std::move(result));
+        });
       });
 }
 

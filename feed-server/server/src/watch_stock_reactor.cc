@@ -47,14 +47,10 @@ class WatchStockReactor final : public StreamReactor<grpc::ServerWriteReactor<gr
 
  private:
   // Cluster mode: a watch of every SKU of the shard the metadata names runs on that shard's
-  // core (its store holds that shard's levels only); any other watch is routed by its keys.
+  // core; any other watch is routed by its keys (server/core_router.h).
   bool RouteWatch(const inventory::v1::WatchStockRequest& request) {
-    if (sc_.router != nullptr && request.keys().empty() && request.sku().empty()) {
-      auto named = ShardInMetadata();
-      if (!named.ok()) return Refuse(named.status());
-      if (named->has_value()) return RouteToShard(**named);
-    }
-    return Route(request);
+    if (sc_.router == nullptr) return true;
+    return UseRouted(RouteWatchStock(*sc_.router, request, ShardSelectorInMetadata()));
   }
 
   void AfterWriteLocked() override { PumpLocked(); }

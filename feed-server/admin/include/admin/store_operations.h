@@ -7,12 +7,14 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
+#include "admin/backup.h"
 #include "admin/v1/admin.pb.h"
 #include "bridge/relay.h"
 #include "core/clock.h"
@@ -37,6 +39,9 @@ struct StoreOperationsOptions {
   std::string backup_dir;
   // The most violations one audit lists (all are counted).
   uint32_t max_listed_violations = 10000;
+  // Cluster mode: the store is this node's copy of a shard; its backups go to
+  // <backup_dir>/<name>/shard-<n>, so that one name holds a node's backup of every shard.
+  std::optional<ShardOfStore> shard;
 };
 
 class StoreOperations {

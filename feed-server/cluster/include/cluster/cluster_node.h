@@ -31,6 +31,9 @@
 
 namespace feed::cluster {
 
+// Where a node keeps its copy of `shard`: a RocksDB store of its own under the data dir.
+std::string ShardStorePath(const std::string& data_dir, uint32_t shard);
+
 struct ClusterOptions {
   NodeIdentity self;
   // Brokers, topic and shard count (the topic's partitions) of the shard log.

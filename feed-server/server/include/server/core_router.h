@@ -23,6 +23,10 @@ namespace feed::server {
 // address under this payload; the gRPC handlers send it as trailing metadata of this name.
 inline constexpr std::string_view kShardOwnerKey = "feed-shard-owner";
 
+// Cluster mode: the request metadata (gRPC) or header (HTTP) naming the one shard a stream
+// serves: every `Feed`, a `WatchStock` of every SKU of a shard.
+inline constexpr std::string_view kShardSelectorKey = "feed-shard";
+
 // Debian's Abseil has its own string_view, hence the conversions.
 inline void SetShardOwner(absl::Status& status, std::string_view address) {
   status.SetPayload(absl::string_view(kShardOwnerKey.data(), kShardOwnerKey.size()),
@@ -63,5 +67,16 @@ class CoreRouter {
   };
   virtual absl::StatusOr<ShardStore> StoreOfShard(uint32_t shard) const = 0;
 };
+
+// The shard number in a kShardSelectorKey value; INVALID_ARGUMENT naming the key when it is
+// not a number (RouteShard refuses a number past the cluster's shards).
+absl::StatusOr<uint32_t> ParseShardSelector(std::string_view value, uint32_t shard_count);
+
+// The core a `WatchStock` runs on here: a watch of every SKU runs on the core of the shard
+// `shard_selector` (the kShardSelectorKey value, if the call has one) names, since a shard's
+// store holds that shard's levels only; any other watch is routed by its keys.
+absl::StatusOr<std::shared_ptr<core::InventoryCore>> RouteWatchStock(
+    const CoreRouter& router, const inventory::v1::WatchStockRequest& request,
+    std::optional<std::string_view> shard_selector);
 
 }  // namespace feed::server
