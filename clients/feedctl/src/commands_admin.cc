@@ -60,6 +60,15 @@ struct AdminArgs {
   }
 };
 
+// The shards a command visits: --shard, or every shard of the map (none on a single node).
+std::vector<uint32_t> ShardsToVisit(const inventory::v1::GetShardMapResponse& map,
+                                    const AdminArgs& a) {
+  if (a.shard >= 0) return {static_cast<uint32_t>(a.shard)};
+  std::vector<uint32_t> shards;
+  for (uint32_t s = 0; s < map.shard_count(); ++s) shards.push_back(s);
+  return shards;
+}
+
 // The audit's outcome as text; `where` names the shard and node in cluster mode.
 std::string DescribeAudit(const admin::v1::CheckStoreResponse& resp, const std::string& where) {
   std::string human = fmt::format(
@@ -87,12 +96,7 @@ int Check(Context& ctx, const AdminArgs& a) {
   const inventory::v1::GetShardMapResponse map = c->ShardMap();
   admin::v1::CheckStoreRequest req;
   req.set_max_violations(a.max_violations);
-  std::vector<uint32_t> shards;
-  if (a.shard >= 0) {
-    shards.push_back(static_cast<uint32_t>(a.shard));
-  } else {
-    for (uint32_t s = 0; s < map.shard_count(); ++s) shards.push_back(s);
-  }
+  const std::vector<uint32_t> shards = ShardsToVisit(map, a);
   if (shards.empty()) {  // a single node
     admin::v1::CheckStoreResponse resp;
     grpc::Status s = WithElapsed("check", a.show(), [&] {
@@ -153,12 +157,7 @@ int Backup(Context& ctx, const AdminArgs& a) {
   const inventory::v1::GetShardMapResponse map = c->ShardMap();
   admin::v1::BackupRequest req;
   req.set_name(a.name);
-  std::vector<uint32_t> shards;
-  if (a.shard >= 0) {
-    shards.push_back(static_cast<uint32_t>(a.shard));
-  } else {
-    for (uint32_t s = 0; s < map.shard_count(); ++s) shards.push_back(s);
-  }
+  const std::vector<uint32_t> shards = ShardsToVisit(map, a);
   if (shards.empty()) {  // a single node
     admin::v1::BackupResponse resp;
     grpc::Status s = WithElapsed("backup", a.show(), [&] {

@@ -260,6 +260,39 @@ grpc::ServerUnaryReactor* OrderServiceImpl::CancelOrder(grpc::CallbackServerCont
 
 // --- admin.v1 --------------------------------------------------------------------------
 
+namespace {
+
+// What a per-shard AdminService request (`shard` in it) runs on: the single node's store
+// operations (no shard may be named), or in cluster mode this node's copy of the shard the
+// request names (required; `per_shard` tells the caller how the method works per shard).
+struct ShardOperations {
+  admin::StoreOperations* operations;
+  bool standby;  // a standby's copy: this node does not serve the shard
+};
+template <class Req>
+absl::StatusOr<ShardOperations> OperationsOfShard(const ServiceContext& sc, const Req& r,
+                                                  std::string_view method,
+                                                  std::string_view per_shard) {
+  if (sc.router == nullptr) {
+    if (r.has_shard()) {
+      return absl::InvalidArgumentError(
+          "shard: this server is a single node (no shards); leave it unset");
+    }
+    auto ops = SingleNodeOperations(sc, method);
+    if (!ops.ok()) return ops.status();
+    return ShardOperations{*ops, false};
+  }
+  if (!r.has_shard()) {
+    return absl::InvalidArgumentError(fmt::format("shard: required in cluster mode (0 to {}): {}",
+                                                  sc.router->shard_count() - 1, per_shard));
+  }
+  auto store = sc.router->StoreOfShard(r.shard());
+  if (!store.ok()) return store.status();
+  return ShardOperations{store->operations, store->standby};
+}
+
+}  // namespace
+
 grpc::ServerUnaryReactor* AdminServiceImpl::CheckStore(grpc::CallbackServerContext* ctx,
                                                        const grpc::ByteBuffer* request,
                                                        grpc::ByteBuffer* response) {
@@ -268,29 +301,14 @@ grpc::ServerUnaryReactor* AdminServiceImpl::CheckStore(grpc::CallbackServerConte
       ctx_, ctx, "admin.v1.AdminService/CheckStore", request, response,
       [](const ServiceContext& sc, const ::admin::v1::CheckStoreRequest& r,
          admin::Done<CheckStoreResponse> done) {
-        if (sc.router == nullptr) {
-          if (r.has_shard()) {
-            std::move(done)(absl::InvalidArgumentError(
-                "shard: this server is a single node (no shards); leave it unset"));
-            return;
-          }
-          auto ops = SingleNodeOperations(sc, "CheckStore");
-          if (!ops.ok()) return std::move(done)(ops.status());
-          (*ops)->CheckStore(r, std::move(done));
-          return;
-        }
-        if (!r.has_shard()) {
-          std::move(done)(absl::InvalidArgumentError(fmt::format(
-              "shard: required in cluster mode (0 to {}): each shard's store is audited on its "
-              "own (feedctl check audits every shard on its owner)",
-              sc.router->shard_count() - 1)));
-          return;
-        }
-        auto store = sc.router->StoreOfShard(r.shard());
-        if (!store.ok()) return std::move(done)(store.status());
-        store->operations->CheckStore(
+        auto target = OperationsOfShard(sc, r, "CheckStore",
+                                        "each shard's store is audited on its own (feedctl check "
+                                        "audits every shard on its owner)");
+        if (!target.ok()) return std::move(done)(target.status());
+        if (sc.router == nullptr) return target->operations->CheckStore(r, std::move(done));
+        target->operations->CheckStore(
             r, [done = std::move(done), shard = r.shard(),
-                standby = store->standby](absl::StatusOr<CheckStoreResponse> result) mutable {
+                standby = target->standby](absl::StatusOr<CheckStoreResponse> result) mutable {
               if (result.ok()) {
                 result->set_shard(shard);
                 result->set_standby(standby);
@@ -308,28 +326,12 @@ grpc::ServerUnaryReactor* AdminServiceImpl::Backup(grpc::CallbackServerContext* 
       ctx_, ctx, "admin.v1.AdminService/Backup", request, response,
       [](const ServiceContext& sc, const ::admin::v1::BackupRequest& r,
          admin::Done<BackupResponse> done) {
-        if (sc.router == nullptr) {
-          if (r.has_shard()) {
-            std::move(done)(absl::InvalidArgumentError(
-                "shard: this server is a single node (no shards); leave it unset"));
-            return;
-          }
-          auto ops = SingleNodeOperations(sc, "Backup");
-          if (!ops.ok()) return std::move(done)(ops.status());
-          (*ops)->Backup(r, std::move(done));
-          return;
-        }
-        if (!r.has_shard()) {
-          std::move(done)(absl::InvalidArgumentError(fmt::format(
-              "shard: required in cluster mode (0 to {}): each shard's store is backed up on "
-              "its own, into <name>/shard-<n> (feedctl backup backs up every shard)",
-              sc.router->shard_count() - 1)));
-          return;
-        }
-        auto store = sc.router->StoreOfShard(r.shard());
-        if (!store.ok()) return std::move(done)(store.status());
-        store->operations->Backup(r, [done = std::move(done), standby = store->standby](
-                                         absl::StatusOr<BackupResponse> result) mutable {
+        auto target = OperationsOfShard(sc, r, "Backup",
+                                        "each shard's store is backed up on its own, into "
+                                        "<name>/shard-<n> (feedctl backup backs up every shard)");
+        if (!target.ok()) return std::move(done)(target.status());
+        target->operations->Backup(r, [done = std::move(done), standby = target->standby](
+                                          absl::StatusOr<BackupResponse> result) mutable {
           if (result.ok()) result->set_standby(standby);
           std::move(done)(std::move(result));
         });
