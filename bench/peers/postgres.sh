@@ -21,7 +21,9 @@ if [ -n "${SERVER_CPU:-}" ]; then SRV=(taskset -c "$SERVER_CPU") PLACEMENT=pinne
 if [ -n "${LOAD_CPU:-}" ]; then LOAD=(taskset -c "$LOAD_CPU"); fi
 AS=()
 [ "$(id -u)" = 0 ] && AS=(runuser -u postgres --)
-PORT="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+# shellcheck source=/dev/null
+. "$HERE/../../tests/util/free_port.sh"
+PORT="$(free_port)"
 DIR="$(mktemp -d /tmp/peer-postgres-XXXXXX)"
 chmod 755 "$DIR"
 [ "$(id -u)" = 0 ] && chown postgres "$DIR"

@@ -17,7 +17,9 @@ CLIENTS=50
 SRV=() LOAD=() PLACEMENT=shared
 if [ -n "${SERVER_CPU:-}" ]; then SRV=(taskset -c "$SERVER_CPU") PLACEMENT=pinned; fi
 if [ -n "${LOAD_CPU:-}" ]; then LOAD=(taskset -c "$LOAD_CPU"); fi
-PORT="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+# shellcheck source=/dev/null
+. "$HERE/../../tests/util/free_port.sh"
+PORT="$(free_port)"
 DIR="$(mktemp -d /tmp/peer-redis-XXXXXX)"
 PID=""
 trap '[ -n "$PID" ] && kill "$PID" 2>/dev/null; [ -n "$PID" ] && wait "$PID" 2>/dev/null; rm -rf "$DIR"' EXIT

@@ -24,8 +24,10 @@ for name in ("peer_redis_always_p1", "peer_redis_always_p16", "peer_postgres"):
 print("bench_smoke: peers ok")
 PY
 
-PORT="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
-MPORT="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+# shellcheck source=/dev/null
+. "$REPO/tests/util/free_port.sh"
+PORT="$(free_port)"
+MPORT="$(free_port)"
 "$SERVER" --listen "127.0.0.1:$PORT" --metrics-listen "127.0.0.1:$MPORT" --http-listen "" \
   --data-dir "$WORK/data" --log-rpcs false --checkpoint-interval-ms 200 >"$WORK/server.log" 2>&1 &
 PID=$!

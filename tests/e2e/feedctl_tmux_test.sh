@@ -22,7 +22,9 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
-PORT="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+# shellcheck source=/dev/null
+. "$(dirname "${BASH_SOURCE[0]}")/../util/free_port.sh"
+PORT="$(free_port)"
 start_server() {
   "$SERVER_BIN" --listen "127.0.0.1:$PORT" --http-listen "" --metrics-listen "" \
     --data-dir "$WORK/data" --log-rpcs false >>"$WORK/server.log" 2>&1 &
