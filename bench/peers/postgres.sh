@@ -21,7 +21,6 @@ if [ -n "${SERVER_CPU:-}" ]; then SRV=(taskset -c "$SERVER_CPU") PLACEMENT=pinne
 if [ -n "${LOAD_CPU:-}" ]; then LOAD=(taskset -c "$LOAD_CPU"); fi
 AS=()
 [ "$(id -u)" = 0 ] && AS=(runuser -u postgres --)
-# shellcheck source=/dev/null
 . "$HERE/../../tests/util/free_port.sh"
 PORT="$(free_port)"
 DIR="$(mktemp -d /tmp/peer-postgres-XXXXXX)"

@@ -17,7 +17,6 @@ CLIENTS=50
 SRV=() LOAD=() PLACEMENT=shared
 if [ -n "${SERVER_CPU:-}" ]; then SRV=(taskset -c "$SERVER_CPU") PLACEMENT=pinned; fi
 if [ -n "${LOAD_CPU:-}" ]; then LOAD=(taskset -c "$LOAD_CPU"); fi
-# shellcheck source=/dev/null
 . "$HERE/../../tests/util/free_port.sh"
 PORT="$(free_port)"
 DIR="$(mktemp -d /tmp/peer-redis-XXXXXX)"

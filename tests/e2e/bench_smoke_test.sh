@@ -24,7 +24,6 @@ for name in ("peer_redis_always_p1", "peer_redis_always_p16", "peer_postgres"):
 print("bench_smoke: peers ok")
 PY
 
-# shellcheck source=/dev/null
 . "$REPO/tests/util/free_port.sh"
 PORT="$(free_port)"
 MPORT="$(free_port)"

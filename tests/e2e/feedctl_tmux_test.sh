@@ -22,7 +22,6 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
-# shellcheck source=/dev/null
 . "$(dirname "${BASH_SOURCE[0]}")/../util/free_port.sh"
 PORT="$(free_port)"
 start_server() {
